@@ -1,0 +1,38 @@
+"""Shared types: the wavefunction value, shape aliases and protocols.
+
+Shapes are written in names: a walker is one configuration of all electrons,
+``Float[Array, "electron 3"]`` in bohr; a batch of walkers adds a leading axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import jax
+
+Array = jax.Array
+PyTree = Any
+Params = PyTree
+
+# One walker: electron positions in bohr, shape [n_electrons, 3].
+Walker = Array
+# Many walkers: shape [n_walkers, n_electrons, 3].
+Walkers = Array
+
+
+class Psi(NamedTuple):
+    """psi = sign * exp(log_abs); sign is +-1 for real wavefunctions."""
+
+    sign: Array
+    log_abs: Array
+
+
+class WavefunctionApply(Protocol):
+    """``apply(params, r) -> Psi`` for one walker ``r: [n_electrons, 3]``."""
+
+    def __call__(self, params: Params, r: Walker) -> Psi: ...
+
+
+# A scalar function of one walker, e.g. ``lambda r: apply(params, r).log_abs``.
+ScalarFn = Callable[[Walker], Array]
