@@ -1,0 +1,73 @@
+"""Apply a one-walker function to a batch of walkers: vmap, or chunks of bounded memory.
+
+``map_walkers`` is the one place psijax batches over walkers. It is safe inside
+``shard_map`` and under ``jit`` on Auto meshes, and on meshes whose walker axis
+is ``Explicit`` (JAX's default since 0.10) it enters ``shard_map`` over that axis
+itself, since folx's gathers and the loop Laplacian cannot be traced with
+explicitly sharded batch dimensions (docs/compatibility.md #3).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+from psijax.types import Array, PyTree
+
+
+def map_walkers(
+    fn: Callable[[PyTree, Array], PyTree],
+    params: PyTree,
+    walkers: Array,
+    *,
+    chunk_size: int | None = None,
+) -> PyTree:
+    """``fn(params, walker)`` for every walker along axis 0 of ``walkers``.
+
+    Args:
+        fn: function of the shared parameters and one walker.
+        params: broadcast to every walker (replicated on a mesh). Pass them here
+            rather than closing over them: JAX cannot close over values on an
+            Explicit mesh inside ``shard_map``.
+        walkers: ``[n_walkers, ...]``, on any device layout.
+        chunk_size: walkers evaluated at once per device (``lax.map``), bounding
+            memory; None vectorises all of them at once (``vmap``).
+
+    Returns:
+        ``fn``'s outputs stacked along a new leading walker axis.
+    """
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be a positive number of walkers or None")
+    local = functools.partial(_local_map, fn, chunk_size=chunk_size)
+    axes = _explicit_walker_axes(walkers)
+    if axes is None:
+        return local(params, walkers)
+    mesh = jax.typeof(walkers).sharding.mesh
+    spec = PartitionSpec(axes)
+    sharded = jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec)
+    return sharded(params, walkers)
+
+
+def _local_map(fn, params: PyTree, walkers: Array, chunk_size: int | None) -> PyTree:
+    one = functools.partial(fn, params)
+    if chunk_size is None or chunk_size >= walkers.shape[0]:
+        return jax.vmap(one)(walkers)
+    return jax.lax.map(one, walkers, batch_size=chunk_size)
+
+
+def _explicit_walker_axes(walkers: Array) -> tuple[str, ...] | None:
+    """Mesh axes that shard the walker axis explicitly, or None."""
+    sharding = getattr(jax.typeof(walkers), "sharding", None)
+    if not isinstance(sharding, NamedSharding) or not sharding.spec:
+        return None
+    entry = sharding.spec[0]
+    if entry is None:
+        return None
+    names = (entry,) if isinstance(entry, str) else tuple(entry)
+    types = dict(zip(sharding.mesh.axis_names, sharding.mesh.axis_types, strict=True))
+    if all(types[name] == AxisType.Explicit for name in names):
+        return names
+    return None

@@ -1,0 +1,234 @@
+"""Supervised pretraining of the FermiNet orbitals on Hartree-Fock orbitals (pyscf).
+
+Hartree-Fock runs once on the host (pyscf UHF). Each pretraining step evaluates the occupied
+HF orbitals at the current walkers on the host, fits the network's orbital matrices to them
+with one optax step (jitted), then moves the walkers by Metropolis sampling of the *network's*
+|psi|^2, so that the fit covers the region the network will be trained on afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from psijax.ansatz.ferminet import FermiNet
+from psijax.batching import map_walkers
+from psijax.mcmc import adapt_width, metropolis
+from psijax.system import Molecule
+from psijax.types import Array, Params, Walkers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HartreeFock:
+    """A converged (or best-effort) UHF solution.
+
+    Attributes:
+        mol: the built pyscf `gto.Mole` (bohr).
+        coeff_up, coeff_down: occupied MO coefficients, [n_ao, n_up] and [n_ao, n_down].
+        energy: UHF total energy in Hartree (nuclear repulsion included).
+        converged: whether the SCF converged.
+    """
+
+    mol: Any
+    coeff_up: np.ndarray
+    coeff_down: np.ndarray
+    energy: float
+    converged: bool = True
+
+    @property
+    def n_up(self) -> int:
+        return self.coeff_up.shape[1]
+
+    @property
+    def n_down(self) -> int:
+        return self.coeff_down.shape[1]
+
+    def orbitals(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Occupied orbitals of each spin at that spin's electrons, for walkers r [W, N, 3].
+
+        Returns ([W, n_up, n_up], [W, n_down, n_down]) in float64; rows are electrons
+        (spin up first in r), columns are orbitals in order of energy.
+        """
+        r = np.asarray(r, dtype=np.float64)
+        n = self.n_up + self.n_down
+        if r.ndim != 3 or r.shape[1:] != (n, 3):
+            raise ValueError(f"walkers must have shape [W, {n}, 3], got {list(r.shape)}")
+        kind = "GTOval_cart" if self.mol.cart else "GTOval_sph"
+        ao = self.mol.eval_gto(kind, r.reshape(-1, 3)).reshape(r.shape[0], n, -1)
+        up = ao[:, : self.n_up] @ self.coeff_up
+        down = ao[:, self.n_up :] @ self.coeff_down
+        return up, down
+
+
+def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 100) -> HartreeFock:
+    """Run pyscf UHF on `molecule` (quiet, minao guess); warns via logging if not converged."""
+    from pyscf import scf
+
+    mol = molecule.to_pyscf(basis)
+    mol.verbose = 0
+    mf = scf.UHF(mol)
+    mf.init_guess = "minao"
+    mf.max_cycle = max_cycle
+    energy = float(mf.kernel())
+    if not mf.converged:
+        logger.warning(
+            "Hartree-Fock (UHF/%s) for %s did not converge in %d cycles; pretraining on the "
+            "last iterate (E = %.6f Ha)",
+            basis,
+            molecule.name or "".join(molecule.symbols),
+            mf.max_cycle,
+            energy,
+        )
+    up, down = (
+        np.asarray(c)[:, np.asarray(o) > 0] for c, o in zip(mf.mo_coeff, mf.mo_occ, strict=True)
+    )
+    if (up.shape[1], down.shape[1]) != (molecule.n_up, molecule.n_down):
+        raise RuntimeError(
+            f"UHF occupied {up.shape[1]} up and {down.shape[1]} down orbitals, expected "
+            f"{molecule.n_up} and {molecule.n_down}"
+        )
+    return HartreeFock(mol, up, down, energy, bool(mf.converged))
+
+
+# ------------------------------------------------------------------------------ loss, step
+def pretrain_loss(
+    net: FermiNet, params: Params, walkers: Walkers, targets_up: Array, targets_down: Array
+) -> Array:
+    """Mean over walkers and determinants of sum_ij (network orbital - HF target)_ij^2.
+
+    full_det: the target of every determinant is [[Phi_up, 0], [0, Phi_down]] (N x N);
+    otherwise each spin block is compared with its own target and the two losses add.
+    """
+    orbitals = map_walkers(net.orbitals, params, walkers)  # each [W, k, ., .]
+    dtype = orbitals[0].dtype
+    up, down = targets_up.astype(dtype), targets_down.astype(dtype)
+    if net.full_det:  # padding keeps the walker sharding of the targets
+        top = jnp.pad(up, ((0, 0), (0, 0), (0, net.n_down)))
+        bottom = jnp.pad(down, ((0, 0), (0, 0), (net.n_up, 0)))
+        targets = [jnp.concatenate([top, bottom], axis=-2)]
+    else:
+        targets = [t for t, count in ((up, net.n_up), (down, net.n_down)) if count]
+    losses = [
+        jnp.mean(jnp.sum((o - t[:, None]) ** 2, axis=(-2, -1)))
+        for o, t in zip(orbitals, targets, strict=True)
+    ]
+    return sum(losses[1:], losses[0])
+
+
+class PretrainStep(Protocol):
+    """``(params, opt_state, walkers, targets_up, targets_down) -> (params, opt_state, loss)``."""
+
+    def __call__(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        walkers: Walkers,
+        targets_up: Array,
+        targets_down: Array,
+    ) -> tuple[Params, optax.OptState, Array]: ...
+
+
+def make_pretrain_step(net: FermiNet, optimizer: optax.GradientTransformation) -> PretrainStep:
+    """One jitted optimizer step on `pretrain_loss`; the loss is that of the params before it."""
+
+    @jax.jit
+    def step(
+        params: Params,
+        opt_state: optax.OptState,
+        walkers: Walkers,
+        targets_up: Array,
+        targets_down: Array,
+    ) -> tuple[Params, optax.OptState, Array]:
+        loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
+            net, params, walkers, targets_up, targets_down
+        )
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
+
+
+def _make_move(
+    net: FermiNet, n_moves: int
+) -> Callable[[Array, Params, Walkers, Array], tuple[Walkers, Array]]:
+    """Jitted `n_moves` Metropolis moves under the network's |psi|^2, then width adaptation."""
+
+    @jax.jit
+    def move(key: Array, params: Params, walkers: Walkers, width: Array) -> tuple[Walkers, Array]:
+        log_abs = lambda x: map_walkers(net.log_abs, params, x)
+        walkers, _, stats = metropolis(key, log_abs, walkers, log_abs(walkers), width, n_moves)
+        return walkers, adapt_width(width, stats.acceptance)
+
+    return move
+
+
+# ------------------------------------------------------------------------------------ loop
+def _replicate(tree: Any, sharding: jax.sharding.Sharding) -> Any:
+    """`tree` replicated over the mesh of a NamedSharding; unchanged for other shardings."""
+    if isinstance(sharding, NamedSharding):
+        return jax.device_put(tree, NamedSharding(sharding.mesh, PartitionSpec()))
+    return tree
+
+
+def pretrain(
+    key: Array,
+    net: FermiNet,
+    params: Params,
+    molecule: Molecule,
+    walkers: Walkers,
+    *,
+    steps: int,
+    basis: str = "sto-6g",
+    learning_rate: float = 3e-3,
+    n_moves: int = 5,
+    width: float = 0.2,
+    callback: Callable[[int, float], None] | None = None,
+) -> tuple[Params, Walkers, np.ndarray]:
+    """Fit the network's orbitals to UHF orbitals for `steps` Adam steps, sampling as it goes.
+
+    Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs after each
+    step (it syncs with the device, which the host-side HF targets need anyway).
+    Returns (params, walkers, losses [steps] as numpy).
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    if (net.n_up, net.n_down) != (molecule.n_up, molecule.n_down):
+        raise ValueError(
+            f"the network has {net.n_up} up and {net.n_down} down electrons but the molecule "
+            f"has {molecule.n_up} and {molecule.n_down}; build the FermiNet from the molecule"
+        )
+    if steps == 0:
+        return params, walkers, np.zeros((0,), np.float64)
+    hf = hartree_fock(molecule, basis)
+    optimizer = optax.adam(learning_rate)
+    opt_state = optimizer.init(params)
+    step = make_pretrain_step(net, optimizer)
+    move = _make_move(net, n_moves)
+    walkers = jnp.asarray(walkers)
+    sharding = walkers.sharding
+    # Parameters and width come back replicated on the walkers' mesh: put them there now
+    # so that the first step compiles the same program as all the others.
+    params, opt_state, width_arr = _replicate(
+        (params, opt_state, jnp.asarray(width, walkers.dtype)), sharding
+    )
+    losses = []
+    for i in range(steps):
+        up, down = hf.orbitals(np.asarray(jax.device_get(walkers)))
+        up = jax.device_put(up.astype(walkers.dtype), sharding)
+        down = jax.device_put(down.astype(walkers.dtype), sharding)
+        params, opt_state, loss = step(params, opt_state, walkers, up, down)
+        walkers, width_arr = move(jax.random.fold_in(key, i), params, walkers, width_arr)
+        losses.append(loss)
+        if callback is not None:
+            callback(i, float(loss))
+    return params, walkers, np.asarray(jax.device_get(losses), dtype=np.float64)

@@ -1,0 +1,196 @@
+"""MCMC: initial walkers, exact sampling of known densities, rejection, sharding, dtypes."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from psijax.mcmc import adapt_width, burn_in, electrons_per_atom, init_walkers, metropolis
+from psijax.system import from_atom_string, preset
+
+MOLECULES = {
+    "H": preset("H"),
+    "LiH": preset("LiH"),
+    "N": preset("N"),  # spin 3
+    "Li+": from_atom_string("Li 0 0 0", charge=1),
+    "LiH-": from_atom_string("Li 0 0 0; H 0 0 3.015", charge=-1),
+}
+
+
+def hydrogen_1s(x):
+    """log|psi| = -|r| for one electron: |psi|^2 ~ exp(-2r), <r> = 3/2 bohr."""
+    return -jnp.linalg.norm(x[:, 0, :], axis=-1)
+
+
+def oscillator(x):
+    """log|psi| = -|r|^2 / 2 summed over electrons: <x^2> = 1/2 per coordinate."""
+    return -0.5 * jnp.sum(x**2, axis=(-2, -1))
+
+
+def mcmc_run(log_abs, walkers, width, *, n_samples, n_moves):
+    """Walkers after each of `n_samples` rounds of `n_moves` moves: [n_samples, W, N, 3]."""
+
+    @jax.jit
+    def run(key, walkers, width):
+        def body(carry, k):
+            x, logp = carry
+            x, logp, stats = metropolis(k, log_abs, x, logp, width, n_moves)
+            return (x, logp), (x, stats.acceptance)
+
+        keys = jax.random.split(key, n_samples)
+        _, (xs, acc) = jax.lax.scan(body, (walkers, log_abs(walkers)), keys)
+        return xs, acc
+
+    return run(jax.random.key(7), walkers, width)
+
+
+# ------------------------------------------------------------------------ initial walkers
+@pytest.mark.parametrize("name", list(MOLECULES))
+def test_init_walkers_shapes_spins_and_positions(name):
+    mol = MOLECULES[name]
+    up, down = electrons_per_atom(mol)
+    assert up.sum() == mol.n_up and down.sum() == mol.n_down
+    assert np.all(np.abs(up + down - mol.nuclear_charges) <= abs(mol.charge))
+
+    spread = 0.5
+    w = init_walkers(jax.random.key(0), mol, 64, spread=spread)
+    assert w.shape == (64, mol.n_electrons, 3) and w.dtype == jnp.float32
+    nuclei = jnp.asarray(mol.nuclear_positions, jnp.float32)
+    dist = jnp.linalg.norm(w[:, :, None, :] - nuclei, axis=-1).min(axis=-1)  # [W, N]
+    assert float(dist[:, : mol.n_up].mean()) < 3 * spread
+    assert float(dist.mean()) < 3 * spread
+
+    np.testing.assert_array_equal(w, init_walkers(jax.random.key(0), mol, 64, spread=spread))
+    assert not np.allclose(w, init_walkers(jax.random.key(1), mol, 64, spread=spread))
+
+
+def test_init_walkers_put_spins_on_the_right_atoms():
+    lih = preset("LiH")  # Li: 2 up 1 down, H: 1 down
+    w = np.asarray(init_walkers(jax.random.key(0), lih, 512, spread=0.3))
+    near_h = np.linalg.norm(w - lih.nuclear_positions[1], axis=-1) < 1.5  # [W, N]
+    np.testing.assert_array_equal(near_h.mean(axis=0) > 0.9, [False, False, False, True])
+    n_up, n_down = electrons_per_atom(preset("N"))
+    assert (int(n_up[0]), int(n_down[0])) == (5, 2)
+
+
+# ------------------------------------------------------------------------ known densities
+def walker_mean_and_error(values):
+    """Mean over walkers of each walker's time average, with the standard error across walkers.
+
+    Walkers are independent chains, so their time averages are independent samples whatever
+    the autocorrelation along each chain: the error bar is conservative and honest.
+    """
+    per_walker = np.asarray(values, np.float64).mean(axis=0)
+    return per_walker.mean(), per_walker.std(ddof=1) / np.sqrt(per_walker.size)
+
+
+@pytest.mark.parametrize(
+    ("log_abs", "observable", "exact"),
+    [
+        (hydrogen_1s, lambda x: jnp.linalg.norm(x[..., 0, :], axis=-1), 1.5),
+        (oscillator, lambda x: jnp.mean(x**2, axis=(-2, -1)), 0.5),
+    ],
+    ids=["hydrogen_r", "oscillator_x2"],
+)
+def test_samples_known_density(log_abs, observable, exact):
+    walkers = init_walkers(jax.random.key(1), preset("H"), 2000, spread=1.0)
+    walkers, _, width = burn_in(
+        jax.random.key(2), log_abs, walkers, jnp.float32(0.2), n_steps=60, n_moves=5
+    )
+    assert 0.3 < float(width) < 2.0
+    xs, acc = mcmc_run(log_abs, walkers, width, n_samples=40, n_moves=5)
+    assert np.all((acc > 0.35) & (acc < 0.65))  # the adapted width hits the target ~0.5
+    mean, error = walker_mean_and_error(observable(xs))
+    assert error < 0.02 * exact
+    assert abs(mean - exact) < 3 * error, (mean, error)
+
+
+# ----------------------------------------------------------------------- width adaptation
+def test_acceptance_in_range_and_width_moves_toward_target():
+    walkers = init_walkers(jax.random.key(0), preset("LiH"), 32)
+    logp = oscillator(walkers)
+    step = jax.jit(metropolis, static_argnums=(1, 5))
+    acceptance = [
+        float(step(jax.random.key(1), oscillator, walkers, logp, jnp.float32(w), 4)[2].acceptance)
+        for w in (1e-3, 0.3, 5.0, 50.0)
+    ]
+    assert all(0.0 <= a <= 1.0 for a in acceptance)
+    assert acceptance == sorted(acceptance, reverse=True)  # wider moves, fewer accepted
+    assert acceptance[0] > 0.9 and acceptance[-1] < 0.1
+
+    w = jnp.float32(0.5)
+    assert float(adapt_width(w, jnp.float32(0.9))) > 0.5
+    assert float(adapt_width(w, jnp.float32(0.1))) < 0.5
+    assert float(adapt_width(w, jnp.float32(0.5))) == pytest.approx(0.5)
+    assert float(adapt_width(jnp.float32(1.99), 1.0, rate=1.0)) == 2.0
+    assert float(adapt_width(jnp.float32(0.011), 0.0, rate=1.0)) == pytest.approx(0.01)
+    assert jax.jit(adapt_width)(w, 0.7).dtype == jnp.float32
+
+
+# --------------------------------------------------------------------- non-finite proposals
+@pytest.mark.parametrize("bad", [jnp.nan, jnp.inf], ids=["nan", "inf"])
+def test_non_finite_proposals_are_rejected(bad):
+    def log_abs(x):  # a wall at x = 1 for every electron; +inf would be accepted if trusted
+        return jnp.where(jnp.any(x[..., 0] > 1.0, axis=-1), bad, oscillator(x))
+
+    walkers = jnp.zeros((256, 2, 3), jnp.float32)
+    x, logp, stats = jax.jit(metropolis, static_argnums=(1, 5))(
+        jax.random.key(3), log_abs, walkers, log_abs(walkers), jnp.float32(1.0), 50
+    )
+    assert float(x[..., 0].max()) <= 1.0
+    assert bool(jnp.all(jnp.isfinite(logp)))
+    np.testing.assert_allclose(logp, oscillator(x), rtol=1e-6)
+    assert 0.05 < float(stats.acceptance) < 0.95
+
+
+def test_walker_with_non_finite_log_abs_takes_a_finite_proposal():
+    walkers = jnp.zeros((8, 1, 3), jnp.float32)
+    logp = jnp.full((8,), jnp.nan, jnp.float32)
+    _, logp, stats = metropolis(jax.random.key(0), oscillator, walkers, logp, 0.5, 1)
+    assert bool(jnp.all(jnp.isfinite(logp))) and float(stats.acceptance) == 1.0
+
+
+# ----------------------------------------------------------------------- layout independence
+def test_same_samples_sharded_over_four_devices():
+    assert jax.device_count() >= 4
+    mesh = jax.make_mesh((4,), ("walkers",), axis_types=(jax.sharding.AxisType.Auto,))
+    sharding = NamedSharding(mesh, P("walkers"))
+    walkers = init_walkers(jax.random.key(0), preset("LiH"), 64)
+    logp = oscillator(walkers)
+    step = jax.jit(functools.partial(metropolis, log_abs=oscillator, n_moves=6))
+    width = jnp.float32(0.4)
+
+    x1, l1, s1 = step(jax.random.key(5), walkers=walkers, log_abs_walkers=logp, width=width)
+    sharded = jax.device_put(walkers, sharding)
+    x4, l4, s4 = step(
+        jax.random.key(5),
+        walkers=sharded,
+        log_abs_walkers=jax.device_put(logp, sharding),
+        width=width,
+    )
+    assert x4.sharding.is_equivalent_to(sharding, x4.ndim)
+    np.testing.assert_array_equal(x4, x1)  # partitionable threefry: bitwise the same draws
+    np.testing.assert_array_equal(l4, l1)
+    np.testing.assert_array_equal(s4.acceptance, s1.acceptance)
+    assert not np.allclose(x1, walkers)  # it moved
+
+
+# -------------------------------------------------------------------------------- dtypes
+def test_float32_walkers_stay_float32_even_with_x64():
+    with jax.enable_x64(True):
+        walkers = init_walkers(jax.random.key(0), preset("LiH"), 16)
+        assert walkers.dtype == jnp.float32
+        width = jnp.float32(0.3)
+        x, logp, stats = metropolis(
+            jax.random.key(1), oscillator, walkers, oscillator(walkers), width, 3
+        )
+        assert x.dtype == logp.dtype == stats.acceptance.dtype == jnp.float32
+        x, logp, w = burn_in(jax.random.key(2), oscillator, walkers, 0.3, n_steps=2, n_moves=2)
+        assert x.dtype == logp.dtype == w.dtype == jnp.float32
+        assert init_walkers(jax.random.key(0), preset("H"), 4, dtype=jnp.float64).dtype == (
+            jnp.float64
+        )
