@@ -36,3 +36,15 @@ class WavefunctionApply(Protocol):
 
 # A scalar function of one walker, e.g. ``lambda r: apply(params, r).log_abs``.
 ScalarFn = Callable[[Walker], Array]
+
+
+class TrainState(NamedTuple):
+    """Everything a training step reads and writes; one pytree, donated each step."""
+
+    params: Params
+    opt_state: PyTree
+    walkers: Walkers  # [walkers, electrons, 3], sharded along the walker axis
+    log_abs: Array  # [walkers] log|psi| of the current walkers, reused by MCMC
+    width: Array  # MCMC proposal width in bohr
+    step: Array  # int32
+    key: Array  # PRNG key for the next step

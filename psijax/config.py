@@ -1,0 +1,154 @@
+"""Typed, frozen run configuration, validated once at the boundary.
+
+Values come from defaults, then a config file (TOML or JSON), then CLI flags.
+Every bad value raises ``InputError`` with one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from psijax.errors import InputError
+
+OPTIMIZERS = ("spring", "adam")
+LAPLACIANS = ("default", "forward", "forward-sparse", "loop", "hessian")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    system: str = "LiH"  # preset name, atom string ("Li 0 0 0; H 0 0 3.015") or .xyz path
+    charge: int | None = None
+    spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
+    unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
+    basis: str = "sto-6g"  # for Hartree-Fock pretraining
+    steps: int = 1500
+    walkers: int = 256
+    pretrain_steps: int = 200
+    burn_in_steps: int = 50
+    optimizer: str = "spring"
+    learning_rate: float | None = None  # None: 0.02 for spring, 3e-3 for adam
+    decay_steps: float = 1000.0
+    laplacian: str = "default"
+    layers: tuple[tuple[int, int], ...] = ((64, 16), (64, 16), (64, 16))
+    determinants: int = 8
+    mcmc_moves: int = 10
+    clip_scale: float = 5.0
+    chunk_size: int | None = None
+    devices: int | None = None  # None: all local devices
+    eval_fraction: float = 0.3  # trailing part of the run that gives the energy
+    seed: int = 0
+    out: str = "runs/psijax"
+
+    def __post_init__(self) -> None:
+        _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
+        _nonnegative(self, "pretrain_steps", "burn_in_steps")
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(
+                f"optimizer={self.optimizer!r} is unknown; use one of {', '.join(OPTIMIZERS)}"
+            )
+        if self.laplacian not in LAPLACIANS:
+            raise InputError(
+                f"laplacian={self.laplacian!r} is unknown; use one of {', '.join(LAPLACIANS)}"
+            )
+        if not self.layers or any(len(w) != 2 or min(w) < 1 for w in self.layers):
+            raise InputError(
+                f"layers={self.layers!r} is invalid; give (one-electron, two-electron) "
+                "widths per layer, e.g. [[64, 16], [64, 16]]"
+            )
+        if not 0 < self.eval_fraction <= 1:
+            raise InputError(f"eval_fraction={self.eval_fraction} must be in (0, 1]")
+        if self.learning_rate is not None and not self.learning_rate > 0:
+            raise InputError(f"learning_rate={self.learning_rate} must be > 0")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise InputError(f"chunk_size={self.chunk_size} must be a positive number or unset")
+
+    @property
+    def lr(self) -> float:
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return 0.02 if self.optimizer == "spring" else 3e-3
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
+    """A Config from ``base`` (defaults) with ``values`` replaced; checks names and types."""
+    base = base or Config()
+    clean = {}
+    for name, value in values.items():
+        key = name.replace("-", "_")
+        if key not in FIELDS:
+            raise InputError(
+                f"unknown config key {name!r}; valid keys are {', '.join(sorted(FIELDS))}"
+            )
+        clean[key] = _coerce(key, value)
+    return dataclasses.replace(base, **clean)
+
+
+def load(path: str | Path, base: Config | None = None) -> Config:
+    """Read a TOML (.toml) or JSON (.json) config file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"config file {str(path)!r} does not exist; check the path")
+    try:
+        text = path.read_text()
+        values = tomllib.loads(text) if path.suffix != ".json" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        msg = str(err).splitlines()[0]
+        raise InputError(f"config file {str(path)!r} is not valid: {msg}; fix its syntax") from None
+    if not isinstance(values, dict):
+        raise InputError(f"config file {str(path)!r} must hold a table of key = value pairs")
+    return from_dict(values, base)
+
+
+def to_dict(config: Config) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _coerce(key: str, value: Any) -> Any:
+    default = getattr(Config(), key)
+    if key == "layers":
+        try:
+            return tuple((int(a), int(b)) for a, b in value)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"layers={value!r} is invalid; give pairs of widths like [[64, 16], [64, 16]]"
+            ) from None
+    if value is None:
+        if FIELDS[key].type.endswith("None"):
+            return None
+        raise InputError(f"{key} cannot be empty; give a value like {default!r}")
+    want = type(default) if default is not None else _optional_type(key)
+    if want is bool or (isinstance(value, bool) and want is not bool):
+        raise InputError(f"{key}={value!r} has the wrong type; give a {want.__name__}")
+    try:
+        if want is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return want(value)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{key}={value!r} has the wrong type; give a {want.__name__} like {default!r}"
+        ) from None
+
+
+def _optional_type(key: str) -> type:
+    return {"charge": int, "spin": int, "learning_rate": float, "chunk_size": int, "devices": int}[
+        key
+    ]
+
+
+def _positive(config: Config, *names: str) -> None:
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise InputError(f"{name}={getattr(config, name)} must be positive; give a value > 0")
+
+
+def _nonnegative(config: Config, *names: str) -> None:
+    for name in names:
+        if getattr(config, name) < 0:
+            raise InputError(f"{name}={getattr(config, name)} must be >= 0")

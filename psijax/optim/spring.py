@@ -1,0 +1,70 @@
+"""SPRING: MinSR natural gradient with Kaczmarz-style momentum (Goldshlager et al. 2024).
+
+With O the per-walker gradients of log|psi|, centered and scaled by 1/sqrt(W),
+and eps = -(E_L - E) / sqrt(W), each step solves the walkers x walkers system
+
+    phi = O^T (O O^T + damping I + 1/W) ^-1 (eps - momentum O phi_prev) + momentum phi_prev
+
+and moves the parameters by lr * phi, capped at ``max_norm``. The Gram matrix is
+assembled with whatever collectives the walker sharding needs (under ``jit``
+GSPMD inserts them) and solved in float64 when x64 is enabled.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+
+from psijax.optim.schedules import inverse_decay
+from psijax.types import Array
+
+
+class SpringState(NamedTuple):
+    previous: Array  # phi of the previous step, flat [n_params]
+    count: Array
+
+
+def spring(
+    learning_rate: float = 0.02,
+    decay_steps: float = 1000.0,
+    damping: float = 1e-3,
+    momentum: float = 0.99,
+    max_norm: float = 0.1,
+) -> optax.GradientTransformationExtraArgs:
+    """SPRING as an optax transformation.
+
+    ``update(grads, state, params, *, jacobian, centered_energies)`` where
+    ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
+    flattened like ``ravel_pytree(params)``) and ``centered_energies`` is
+    ``[walkers]`` (clipped E_L minus its mean, 0 for dropped walkers, whose
+    jacobian rows must be 0 too).
+    """
+    schedule = inverse_decay(learning_rate, decay_steps)
+
+    def init(params) -> SpringState:
+        flat, _ = ravel_pytree(params)
+        return SpringState(jnp.zeros_like(flat), jnp.zeros((), jnp.int32))
+
+    def update(grads, state, params=None, *, jacobian, centered_energies, **extra):
+        del params, extra
+        _, unravel = ravel_pytree(grads)
+        n = jacobian.shape[0]
+        o = (jacobian - jnp.mean(jacobian, axis=0)) / jnp.sqrt(n)
+        eps = -centered_energies / jnp.sqrt(n)
+        zeta = eps - momentum * (o @ state.previous)
+        solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else o.dtype
+        o_wide = o.astype(solve_dtype)
+        gram = o_wide @ o_wide.T + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
+        factor = jax.scipy.linalg.cho_factor(gram)
+        x = jax.scipy.linalg.cho_solve(factor, zeta.astype(solve_dtype)).astype(o.dtype)
+        phi = o.T @ x + momentum * state.previous
+        step = schedule(state.count) * phi
+        norm = jnp.linalg.norm(step)
+        step = step * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
+        return unravel(step), SpringState(phi, state.count + 1)
+
+    return optax.GradientTransformationExtraArgs(init, update)

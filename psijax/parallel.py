@@ -1,0 +1,47 @@
+"""Meshes and shardings: walkers split along one mesh axis, everything else replicated."""
+
+from __future__ import annotations
+
+import jax
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from psijax.errors import InputError
+from psijax.types import TrainState
+
+WALKER_AXIS = "walkers"
+
+
+def make_mesh(n_devices: int | None = None) -> Mesh:
+    """A 1-D mesh over the first ``n_devices`` devices (all by default)."""
+    devices = jax.devices()
+    n = len(devices) if n_devices is None else n_devices
+    if not 1 <= n <= len(devices):
+        raise InputError(
+            f"devices={n_devices} but {len(devices)} are available; "
+            f"choose a number from 1 to {len(devices)}"
+        )
+    return jax.make_mesh((n,), (WALKER_AXIS,), axis_types=(AxisType.Auto,), devices=devices[:n])
+
+
+def walker_sharding(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec(WALKER_AXIS))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def state_shardings(mesh: Mesh, state: TrainState) -> TrainState:
+    """Walkers and their log|psi| split over devices; the rest replicated."""
+    rep = replicated(mesh)
+    full = jax.tree.map(lambda _: rep, state)
+    return full._replace(walkers=walker_sharding(mesh), log_abs=walker_sharding(mesh))
+
+
+def check_walkers(n_walkers: int, mesh: Mesh) -> None:
+    n = mesh.devices.size
+    if n_walkers < 1 or n_walkers % n:
+        raise InputError(
+            f"walkers={n_walkers} cannot be split evenly over {n} devices; "
+            f"use a positive multiple of {n}"
+        )

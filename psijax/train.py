@@ -1,0 +1,126 @@
+"""The training step and the loop.
+
+``make_step`` returns one jitted pure function ``step(state) -> (state, metrics)``:
+MCMC moves, local energies, the VMC gradient, the optimiser update and a guard
+that rejects any update with a non-finite energy, gradient or parameter. The
+state is donated; metrics reach the host one step late (``run``), so the device
+never waits for logging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.flatten_util import ravel_pytree
+from jax.sharding import Mesh
+
+from psijax import mcmc, parallel
+from psijax.batching import map_walkers
+from psijax.loss import make_energy_loss
+from psijax.types import Array, Params, TrainState
+
+Metrics = dict[str, Array]
+LogAbs = Callable[[Params, Array], Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    n_moves: int = 10
+    clip_scale: float | None = 5.0
+    chunk_size: int | None = None
+    natural_gradient: bool = False  # pass per-walker log|psi| gradients to the optimiser
+
+
+def make_step(
+    log_abs: LogAbs,
+    local_energy: Callable[[Params, Array], Array],
+    optimizer: optax.GradientTransformationExtraArgs,
+    config: StepConfig,
+    mesh: Mesh,
+    state_template: TrainState,
+) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
+    """The jitted training step, sharded like ``state_template`` on ``mesh``."""
+    loss = make_energy_loss(
+        log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=config.chunk_size
+    )
+
+    def flat_grad(params: Params, r: Array) -> Array:
+        return ravel_pytree(jax.grad(log_abs)(params, r))[0]
+
+    def step(state: TrainState) -> tuple[TrainState, Metrics]:
+        key, mcmc_key = jax.random.split(state.key)
+        batch_log_abs = lambda w: map_walkers(log_abs, state.params, w)
+        walkers, log_abs_w, moves = mcmc.metropolis(
+            mcmc_key, batch_log_abs, state.walkers, state.log_abs, state.width, config.n_moves
+        )
+        width = mcmc.adapt_width(state.width, moves.acceptance)
+        (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
+        extra = {}
+        if config.natural_gradient:
+            jac = map_walkers(flat_grad, state.params, walkers, chunk_size=config.chunk_size)
+            extra = dict(
+                jacobian=jnp.where(stats.finite[:, None] > 0, jac, 0.0),
+                centered_energies=stats.centered,
+            )
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
+        params = optax.apply_updates(state.params, updates)
+        ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+        new_state = TrainState(
+            params=keep(params, state.params),
+            opt_state=keep(opt_state, state.opt_state),
+            walkers=walkers,
+            log_abs=log_abs_w,
+            width=width,
+            step=state.step + 1,
+            key=key,
+        )
+        metrics = {
+            "energy": energy,
+            "variance": stats.variance,
+            "acceptance": moves.acceptance,
+            "width": width,
+            "nonfinite_walkers": stats.n_nonfinite,
+            "rejected": (~ok).astype(energy.dtype),
+            "grad_norm": optax.global_norm(grads),
+        }
+        return new_state, metrics
+
+    shardings = parallel.state_shardings(mesh, state_template)
+    return jax.jit(
+        step,
+        in_shardings=(shardings,),
+        out_shardings=(shardings, parallel.replicated(mesh)),
+        donate_argnums=0,
+    )
+
+
+def _all_finite(tree) -> Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def run(
+    step: Callable[[TrainState], tuple[TrainState, Metrics]], state: TrainState, n_steps: int
+) -> Iterator[tuple[int, TrainState, dict[str, float]]]:
+    """Yields ``(step index, state, host metrics of that step)`` one step late.
+
+    Step ``i + 1`` is dispatched before the metrics of step ``i`` are fetched, so
+    the host copy overlaps with device work. The yielded state is the newest one.
+    """
+    pending: tuple[int, Metrics] | None = None
+    for i in range(n_steps):
+        state, metrics = step(state)
+        if pending is not None:
+            yield pending[0], state, _to_host(pending[1])
+        pending = (i, metrics)
+    if pending is not None:
+        yield pending[0], state, _to_host(pending[1])
+
+
+def _to_host(metrics: Metrics) -> dict[str, float]:
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}
