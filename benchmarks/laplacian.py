@@ -103,7 +103,9 @@ def print_header(args: argparse.Namespace) -> None:
     except AttributeError:
         usable = os.cpu_count()
     mem = mem_available_mib()
-    print(f"# Laplacian operator benchmark, {datetime.datetime.now().isoformat(timespec='seconds')}")
+    print(
+        f"# Laplacian operator benchmark, {datetime.datetime.now().isoformat(timespec='seconds')}"
+    )
     print(f"- command: {' '.join(['python', *sys.argv])}")
     print(
         f"- python {platform.python_version()}, jax {jax.__version__}, "
@@ -148,9 +150,7 @@ def compile_fn(fn, *args):
         stats = compiled.memory_analysis()
         if stats is not None:
             peak = (
-                stats.temp_size_in_bytes
-                + stats.argument_size_in_bytes
-                + stats.output_size_in_bytes
+                stats.temp_size_in_bytes + stats.argument_size_in_bytes + stats.output_size_in_bytes
             ) / MIB
     except Exception:  # noqa: BLE001 - not every backend implements it
         peak = None
@@ -228,11 +228,13 @@ def run_size(n: int, args: argparse.Namespace, notes: list[str]) -> None:
             if worst > args.max_mib:
                 raise Skipped(f"peak {worst:.0f} MiB > --max-mib {args.max_mib:.0f}")
 
-            v_ms, v_n, v_guard, ke = time_calls(v_exe, (params, walkers), args.repeats,
-                                                args.max_seconds)
+            v_ms, v_n, v_guard, ke = time_calls(
+                v_exe, (params, walkers), args.repeats, args.max_seconds
+            )
             del v_exe
-            g_ms, g_n, g_guard, grad = time_calls(g_exe, (params, walkers), args.repeats,
-                                                  args.max_seconds)
+            g_ms, g_n, g_guard, grad = time_calls(
+                g_exe, (params, walkers), args.repeats, args.max_seconds
+            )
             del g_exe
             ke = np.asarray(ke, np.float64)
             grad = np.asarray(ravel_pytree(grad)[0], np.float64)
@@ -281,23 +283,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="4,8,16,30", help="electron counts, comma separated")
     parser.add_argument("--walkers", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5, help="timed calls after 1 warm-up")
-    parser.add_argument("--layers", type=parse_layers, default=((256, 32),) * 4,
-                        help="one-/two-electron widths, e.g. 256x32,256x32,256x32,256x32")
+    parser.add_argument(
+        "--layers",
+        type=parse_layers,
+        default=((256, 32),) * 4,
+        help="one-/two-electron widths, e.g. 256x32,256x32,256x32,256x32",
+    )
     parser.add_argument("--determinants", type=int, default=16)
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--hessian-max", type=int, default=8,
-                        help="largest electron count for the dense Hessian")
-    parser.add_argument("--max-seconds", type=float, default=60.0,
-                        help="a call slower than this stops further repeats of that measurement")
+    parser.add_argument(
+        "--hessian-max", type=int, default=8, help="largest electron count for the dense Hessian"
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="a call slower than this stops further repeats of that measurement",
+    )
     mem = mem_available_mib()
-    parser.add_argument("--max-mib", type=float, default=0.6 * mem if mem else float("inf"),
-                        help="skip a method whose compiled peak memory exceeds this "
-                        "(default: 60%% of MemAvailable at start)")
-    parser.add_argument("--methods", default="",
-                        help="only these method names (comma separated, e.g. loop,forward)")
+    parser.add_argument(
+        "--max-mib",
+        type=float,
+        default=0.6 * mem if mem else float("inf"),
+        help="skip a method whose compiled peak memory exceeds this "
+        "(default: 60%% of MemAvailable at start)",
+    )
+    parser.add_argument(
+        "--methods", default="", help="only these method names (comma separated, e.g. loop,forward)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke test: sizes 4,8, layers (32,8)x2, 2 determinants, 32 walkers")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: sizes 4,8, layers (32,8)x2, 2 determinants, 32 walkers",
+    )
     parser.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
     args = parser.parse_args(argv)
     if args.quick:

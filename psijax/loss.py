@@ -37,7 +37,8 @@ def energy_stats(local_energies: Array, clip_scale: float | None = 5.0) -> Energ
     finite = jnp.isfinite(local_energies)
     n_finite = jnp.maximum(jnp.sum(finite), 1)
     e = jnp.where(finite, local_energies, 0.0)
-    mean = jnp.sum(e) / n_finite
+    # With no finite walker at all the energy is nan, so the step is rejected.
+    mean = jnp.where(jnp.any(finite), jnp.sum(e) / n_finite, jnp.nan)
     variance = jnp.sum(jnp.where(finite, (e - mean) ** 2, 0.0)) / n_finite
     clipped = e
     if clip_scale is not None:

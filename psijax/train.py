@@ -86,7 +86,7 @@ def make_step(
             "width": width,
             "nonfinite_walkers": stats.n_nonfinite,
             "rejected": (~ok).astype(energy.dtype),
-            "grad_norm": optax.global_norm(grads),
+            "grad_norm": optax.tree.norm(grads),
         }
         return new_state, metrics
 
