@@ -16,8 +16,8 @@ from psijax.types import Array
 def varying_axes(x: Array) -> frozenset[str]:
     """Mesh axes ``x`` varies over inside ``shard_map`` (empty elsewhere).
 
-    JAX <= 0.9 records them in ``aval.vma``; JAX 0.10 moved them to
-    ``aval.manual_axis_type.varying`` and left ``vma`` unset.
+    JAX 0.8 records them in ``aval.vma``; JAX 0.10 keeps them in
+    ``aval.manual_axis_type.varying`` and has no ``vma`` (compatibility.md #2).
     """
     aval = jax.typeof(x)
     manual = getattr(aval, "manual_axis_type", None)

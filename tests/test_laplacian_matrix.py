@@ -30,7 +30,7 @@ N_WALKERS = 16
 CHUNK = 3  # does not divide the 4 walkers per device: exercises lax.map's remainder
 NUCLEI = ((0.0, 0.0, 0.0), (0.0, 0.0, 1.4))
 NETWORKS = {
-    # A sum of three full determinants (logsumexp over slogdets).
+    # A sum of two full determinants (signed logsumexp over slogdets).
     "multidet": FermiNet(2, 1, NUCLEI, layers=((4, 2),), n_determinants=2),
     # A single product of up and down determinants (plain slogdet).
     "det": FermiNet(2, 1, NUCLEI, layers=((6, 3), (6, 3)), n_determinants=1, full_det=False),
