@@ -24,7 +24,6 @@ import numpy as np
 from folx.api import FwdLaplArray
 from folx.interpreter import eval_jaxpr_with_forward_laplacian, init_forward_laplacian_state
 
-from psijax import _slogdet_rule
 from psijax._vma import like_varying
 from psijax.types import Array, ScalarFn
 
@@ -81,11 +80,7 @@ class Loop:
 
 @dataclasses.dataclass(frozen=True)
 class Forward:
-    """folx's dense forward Laplacian: value, gradient and Laplacian in one pass.
-
-    ``slogdet`` goes through psijax's own LU-based rule (``_slogdet_rule``),
-    which is accurate on nearly singular orbital matrices in float32.
-    """
+    """folx's dense forward Laplacian: value, gradient and Laplacian in one pass."""
 
     def __call__(self, f: ScalarFn) -> Callable[[Array], Result]:
         return _folx(f, sparsity_threshold=0)
@@ -137,11 +132,10 @@ def _folx(f: ScalarFn, sparsity_threshold: float) -> Callable[[Array], Result]:
             # cannot evaluate a jit eagerly under a Manual context mesh (set_mesh +
             # shard_map, compatibility.md #4), so fold those constants first.
             closed = jax.make_jaxpr(fold_constants(closed))(abstract)
-        with _slogdet_rule.registered():
-            state = init_forward_laplacian_state(flat, sparsity=threshold > 0, weights=1.0)
-            (out,) = eval_jaxpr_with_forward_laplacian(
-                closed.jaxpr, closed.consts, *state, sparsity_threshold=threshold
-            )
+        state = init_forward_laplacian_state(flat, sparsity=threshold > 0, weights=1.0)
+        (out,) = eval_jaxpr_with_forward_laplacian(
+            closed.jaxpr, closed.consts, *state, sparsity_threshold=threshold
+        )
         if not isinstance(out, FwdLaplArray):  # f does not depend on x
             return out, jnp.zeros_like(x), jnp.zeros_like(out)
         grad = out.jacobian.dense_array.reshape(x.shape)
