@@ -23,7 +23,7 @@ from psijax.errors import InputError
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.report import Progress, RunWriter
 from psijax.stats import Estimate, tail_estimate
-from psijax.train import StepConfig, make_step, run
+from psijax.training import StepConfig, make_step, run
 from psijax.types import Params, TrainState
 
 

@@ -93,3 +93,10 @@ def test_walkers_must_split_evenly_over_devices():
 
     with pytest.raises(InputError, match="multiple of 4"):
         parallel.check_walkers(10, parallel.make_mesh(4))
+
+
+def test_python_api_train_is_the_function_even_after_submodules_load():
+    import psijax
+    import psijax.vmc  # noqa: F401  (imports every submodule the run needs)
+
+    assert callable(psijax.train)

@@ -13,7 +13,7 @@ from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loss import make_energy_loss
-from psijax.train import StepConfig, make_step, run
+from psijax.training import StepConfig, make_step, run
 from psijax.types import TrainState
 
 MOL = system.preset("LiH")
