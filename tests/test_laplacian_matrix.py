@@ -146,7 +146,7 @@ def test_matrix_cell(net_name, op_name, batching, context, mode):
 def test_operator_results_have_documented_shapes():
     net, params, walkers, _ = problem("multidet")
     for op in OPERATORS.values():
-        value, grad, lap = op(functools.partial(net.log_abs, params))(walkers[0])
+        value, grad, lap = jax.jit(op(functools.partial(net.log_abs, params)))(walkers[0])
         assert value.shape == () and lap.shape == () and grad.shape == walkers[0].shape
 
 
