@@ -97,6 +97,6 @@ def test_walkers_must_split_evenly_over_devices():
 
 def test_python_api_train_is_the_function_even_after_submodules_load():
     import psijax
-    import psijax.vmc  # noqa: F401  (imports every submodule the run needs)
+    import psijax.vmc
 
     assert callable(psijax.train)
