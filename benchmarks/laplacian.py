@@ -364,10 +364,16 @@ def run_size(n: int, args: argparse.Namespace, workdir: str, notes: list[str]) -
             "seed": args.seed, "repeats": args.repeats, "max_seconds": args.max_seconds,
             "max_mib": args.max_mib, "out": out,
         }  # fmt: skip
-        result, why = run_worker(spec, args)
         label = f"n={n} {name}/{batching}"
-        if why:
-            notes.append(f"{label}: worker ended: {why}")
+        for attempt in range(1 + args.hang_retries):
+            for leftover in (out, out + ".ke.npy", out + ".grad.npy"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)
+            result, why = run_worker(spec, args)
+            if why:
+                notes.append(f"{label}: worker (attempt {attempt + 1}) ended: {why}")
+            if not (why and why.startswith("Hang")):
+                break
 
         value_cell = time_cell(result, "value", why, label, notes, args.repeats)
         grad_cell = time_cell(result, "grad", why, label, notes, args.repeats)
@@ -401,6 +407,11 @@ def run_size(n: int, args: argparse.Namespace, workdir: str, notes: list[str]) -
             if "ke" in ref:
                 rel = np.abs(ke - ref["ke"]) / np.maximum(np.abs(ref["ke"]), KE_FLOOR)
                 diff_cell = f"{np.max(rel):.1e}"
+                notes.append(
+                    f"{label}: kinetic energy vs Loop: median rel diff {np.median(rel):.1e}, "
+                    f"{np.mean(rel > 1e-2):.1%} of walkers > 1e-2, "
+                    f"{np.mean(rel > 1e-3):.1%} > 1e-3"
+                )
             if not result.get("ke_finite", True):
                 notes.append(f"{label}: non-finite kinetic energies")
             notes.append(
@@ -472,6 +483,12 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=60.0,
         help="kill a worker that used no CPU for this long (deadlock)",
+    )
+    parser.add_argument(
+        "--hang-retries",
+        type=int,
+        default=1,
+        help="run a worker again this many times after it hung",
     )
     parser.add_argument(
         "--method-timeout",
