@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from psijax.errors import PsijaxError
+from psijax.errors import InputError, PsijaxError
+from psijax.loop import Interrupted, TrainingError
 
 FLAGS = {
     # flag: (config field, type, help)
@@ -26,6 +27,17 @@ FLAGS = {
     "--devices": ("devices", int, "devices to shard walkers over (default: all)"),
     "--seed": ("seed", int, "random seed"),
     "--out": ("out", str, "run directory"),
+    "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints (0: by time only)"),
+    "--checkpoint-minutes": ("checkpoint_minutes", float, "minutes between checkpoints"),
+    "--keep-checkpoints": ("keep_checkpoints", int, "newest checkpoints to keep"),
+    "--max-rejected": ("max_rejected", int, "rejected steps in a row that stop the run"),
+}
+# Per-process launch settings of a multi-process job (not part of the run's config).
+DISTRIBUTED = {
+    "--coordinator": (str, "process 0's host:port (env PSIJAX_COORDINATOR)"),
+    "--num-processes": (int, "processes in the job (env PSIJAX_NUM_PROCESSES)"),
+    "--process-id": (int, "this process's index, 0 .. n-1 (env PSIJAX_PROCESS_ID)"),
+    "--coordinator-timeout": (float, "seconds to wait for the coordinator (default 300)"),
 }
 
 
@@ -36,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="TOML or JSON file of config keys (flags override it)")
     for flag, (_, kind, text) in FLAGS.items():
         train.add_argument(flag, type=kind, help=text, default=None)
+    for flag, (kind, text) in DISTRIBUTED.items():
+        train.add_argument(flag, type=kind, help=text, default=None)
+    train.add_argument(
+        "--distributed", action="store_true",
+        help="join a multi-process job found by JAX's cluster detection (SLURM, ...)",
+    )  # fmt: skip
+    train.add_argument("--resume", metavar="DIR", help="continue the run in DIR")
     train.add_argument("--force", action="store_true", help="overwrite a run in --out")
     train.add_argument("--quiet", action="store_true", help="no progress display")
     return parser
@@ -45,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _train(args)
+    except Interrupted as err:
+        hint = f"; continue with: psijax train --resume {err.out}" if err.saved else ""
+        print(f"psijax: {err}{hint}", file=sys.stderr)
+        return 128 + err.signum
+    except TrainingError as err:
+        print(f"psijax: error: {err}", file=sys.stderr)
+        return 3
     except PsijaxError as err:
         print(f"psijax: error: {err}", file=sys.stderr)
         return 2
@@ -55,16 +81,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from psijax import config as config_lib
-    from psijax import vmc
+    from psijax import distributed, system, vmc
 
-    config = config_lib.load(args.config) if args.config else config_lib.Config()
-    overrides = {
+    # only the keys the file sets, so that --resume can tell what would change
+    overrides = config_lib.read_values(args.config) if args.config else {}
+    overrides |= {
         field: getattr(args, field)
         for field, _, _ in FLAGS.values()
         if getattr(args, field) is not None
     }
-    config = config_lib.from_dict(overrides, config)
-    result = vmc.train(config, progress=not args.quiet, force=args.force)
+    if args.resume:
+        if args.force:
+            raise InputError("--resume and --force contradict each other; give only one")
+        overrides["out"] = args.resume
+    config = vmc.make_config(resume=bool(args.resume), **overrides)
+    system.resolve(config.system, charge=config.charge, spin=config.spin, unit=config.unit)
+    distributed.initialize(
+        args.coordinator, args.num_processes, args.process_id,
+        auto=args.distributed, timeout_s=args.coordinator_timeout or 300.0,
+    )  # fmt: skip
+    result = vmc.train(config, progress=not args.quiet, force=args.force, resume=bool(args.resume))
+    import jax
+
+    if jax.process_index() != 0:
+        return 0
     print(f"system      {config.system}")
     print(f"energy      {result.energy} Ha   (blocking analysis of the last "
           f"{result.energy.n_samples} steps)")  # fmt: skip

@@ -42,10 +42,16 @@ class Config:
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
     seed: int = 0
     out: str = "runs/psijax"
+    checkpoint_every: int = 100  # steps between checkpoints; 0: only by time and at the end
+    checkpoint_minutes: float = 10.0  # minutes between checkpoints; 0: only by step count
+    keep_checkpoints: int = 3  # newest checkpoints kept
+    max_rejected: int = 20  # rejected (non-finite) steps in a row that stop the run
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
-        _nonnegative(self, "pretrain_steps", "burn_in_steps")
+        _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
+        _nonnegative(self, "checkpoint_minutes")
+        _positive(self, "keep_checkpoints", "max_rejected")
         if self.optimizer not in OPTIMIZERS:
             raise InputError(
                 f"optimizer={self.optimizer!r} is unknown; use one of {', '.join(OPTIMIZERS)}"
@@ -74,6 +80,12 @@ class Config:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+# What a resumed run may change; every other field must match the run being resumed.
+RESUMABLE = frozenset({
+    "steps", "devices", "out", "eval_fraction",
+    "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
+})  # fmt: skip
+IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 
 
 def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
@@ -92,6 +104,11 @@ def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
 
 def load(path: str | Path, base: Config | None = None) -> Config:
     """Read a TOML (.toml) or JSON (.json) config file."""
+    return from_dict(read_values(path), base)
+
+
+def read_values(path: str | Path) -> dict[str, Any]:
+    """The key = value pairs of a TOML (.toml) or JSON (.json) config file, checked."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"config file {str(path)!r} does not exist; check the path")
@@ -103,7 +120,8 @@ def load(path: str | Path, base: Config | None = None) -> Config:
         raise InputError(f"config file {str(path)!r} is not valid: {msg}; fix its syntax") from None
     if not isinstance(values, dict):
         raise InputError(f"config file {str(path)!r} must hold a table of key = value pairs")
-    return from_dict(values, base)
+    from_dict(values)  # names and types
+    return values
 
 
 def to_dict(config: Config) -> dict[str, Any]:
@@ -152,3 +170,15 @@ def _nonnegative(config: Config, *names: str) -> None:
     for name in names:
         if getattr(config, name) < 0:
             raise InputError(f"{name}={getattr(config, name)} must be >= 0")
+
+
+def for_resume(saved: Config, values: dict[str, Any]) -> Config:
+    """The saved run's config with ``values`` applied; only ``RESUMABLE`` fields may change."""
+    for name, value in values.items():
+        key = name.replace("-", "_")
+        if key in FIELDS and key not in RESUMABLE and _coerce(key, value) != getattr(saved, key):
+            raise InputError(
+                f"{key} cannot change when resuming (the run has {getattr(saved, key)!r}, "
+                f"given {value!r}); drop that setting or start a new run in another --out"
+            )
+    return from_dict(values, saved)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax
+import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from psijax.errors import InputError
@@ -45,3 +46,28 @@ def check_walkers(n_walkers: int, mesh: Mesh) -> None:
             f"walkers={n_walkers} cannot be split evenly over {n} devices; "
             f"use a positive multiple of {n}"
         )
+
+
+def to_global(tree, shardings):
+    """Host or single-device values -> global arrays laid out by ``shardings``.
+
+    Works with several processes: every process holds the same full value (it was computed
+    from the same seed) and hands over only the slices its own devices own.
+    """
+
+    def put(x, sharding):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return x if x.sharding == sharding else jax.device_put(x, sharding)
+        host = np.asarray(jax.device_get(x))
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree.map(put, tree, shardings)
+
+
+def to_host(x: jax.Array) -> np.ndarray:
+    """The full value of a global array on every process (a collective if it is split)."""
+    if x.is_fully_addressable or x.is_fully_replicated:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))

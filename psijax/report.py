@@ -1,81 +1,14 @@
-"""What a run leaves behind and shows: metrics.csv, summary.json, energy.png, progress."""
+"""What a run shows: the energy plot and the live progress display."""
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from psijax import config as config_lib
-from psijax.errors import InputError
 from psijax.stats import running_mean
-from psijax.system import Molecule
-
-if TYPE_CHECKING:
-    from psijax.vmc import Result
-
-COLUMNS = (
-    "step", "energy", "variance", "acceptance", "width",
-    "nonfinite_walkers", "rejected", "grad_norm", "seconds",
-)  # fmt: skip
-RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json")
-
-
-class RunWriter:
-    """Owns the run directory; refuses to overwrite another run's files unless forced."""
-
-    def __init__(self, out: Path, molecule: Molecule, config: config_lib.Config, force: bool):
-        self.out = out
-        existing = [name for name in RUN_FILES if (out / name).exists()]
-        if existing and not force:
-            raise InputError(
-                f"output directory {str(out)!r} already holds a run ({existing[0]}); "
-                "choose another --out or pass --force to overwrite it"
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "config.json", json.dumps(config_lib.to_dict(config), indent=2))
-        self._file = open(out / "metrics.csv", "w", newline="")  # noqa: SIM115
-        self._csv = csv.writer(self._file)
-        self._csv.writerow(COLUMNS)
-        self.molecule = molecule
-
-    def row(self, step: int, metrics: dict[str, float], seconds: float) -> None:
-        values = {"step": step, "seconds": round(seconds, 3), **metrics}
-        self._csv.writerow([values.get(c, "") for c in COLUMNS])
-        if step % 50 == 0:
-            self._file.flush()
-
-    def finish(self, result: Result, config: config_lib.Config) -> None:
-        self._file.close()
-        est = result.energy
-        summary: dict[str, Any] = {
-            "system": config.system,
-            "formula": " ".join(self.molecule.symbols),
-            "charge": self.molecule.charge,
-            "spin": self.molecule.spin,
-            "energy": est.mean,
-            "energy_error": est.error,
-            "energy_text": str(est),
-            "block_size": est.block_size,
-            "autocorrelation_time": est.autocorrelation_time,
-            "eval_steps": est.n_samples,
-            "steps": config.steps,
-            "walkers": config.walkers,
-            "optimizer": config.optimizer,
-            "laplacian": config.laplacian,
-            "seconds": round(result.seconds, 2),
-            "exact": result.exact,
-            "error_vs_exact": result.error_vs_exact,
-            "fingerprint": self.molecule.fingerprint(),
-        }
-        _atomic_write(self.out / "summary.json", json.dumps(summary, indent=2))
-        plot_energy(self.out / "energy.png", result.energies, result.exact, est, config.system)
 
 
 def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, title: str) -> None:
@@ -109,12 +42,6 @@ def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, titl
     plt.close(fig)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class Progress:
     """One live line on a terminal; a line every few seconds elsewhere (logs, CI)."""
 
@@ -126,26 +53,31 @@ class Progress:
         self._last = 0.0
         self._t0 = time.perf_counter()
         self._t_prev = self._t0
+        self.rejected = 0
+        self._start = 0
 
-    def phase(self, name: str, total: int) -> None:
+    def phase(self, name: str, total: int, start: int = 0) -> None:
         self._end_line()
-        self.total, self._t0 = total, time.perf_counter()
+        self.total, self._t0, self._start = total, time.perf_counter(), start
         self._t_prev = self._t0
-        self._print(f"{name} ({total} steps)", final=True)
+        where = f", from step {start}" if start else ""
+        self._print(f"{name} ({total} steps{where})", final=True)
 
     def pretrain(self, i: int, loss: float) -> None:
         self._maybe(i, f"pretrain {i + 1}/{self.total}  loss {loss:.4f}")
 
     def step(self, i: int, m: dict[str, float]) -> None:
         now = time.perf_counter()
-        per_step = (now - self._t0) / (i + 1)
+        per_step = (now - self._t0) / max(i + 1 - self._start, 1)
         eta = per_step * (self.total - i - 1)
         text = (
             f"step {i + 1}/{self.total}  E {m['energy']:.5f}  var {m['variance']:.4f}  "
             f"acc {m['acceptance']:.2f}  {per_step:.3f} s/step  ETA {eta:5.0f} s"
         )
         if m.get("rejected"):
-            text += "  [update rejected: non-finite]"
+            self.rejected += 1
+        if self.rejected:
+            text += f"  rejected {self.rejected}"
         self._maybe(i, text)
 
     def close(self) -> None:

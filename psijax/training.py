@@ -54,9 +54,12 @@ def make_step(
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key = jax.random.split(state.key)
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w)
+        # state.log_abs belongs to the parameters before the last update: recompute it, or
+        # the first acceptance test of every walker would compare two different |psi|^2.
         walkers, log_abs_w, moves = mcmc.metropolis(
-            mcmc_key, batch_log_abs, state.walkers, state.log_abs, state.width, config.n_moves
-        )
+            mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width,
+            config.n_moves,
+        )  # fmt: skip
         width = mcmc.adapt_width(state.width, moves.acceptance)
         (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
         extra = {}

@@ -44,7 +44,7 @@ class TrainState(NamedTuple):
     params: Params
     opt_state: PyTree
     walkers: Walkers  # [walkers, electrons, 3], sharded along the walker axis
-    log_abs: Array  # [walkers] log|psi| of the current walkers, reused by MCMC
+    log_abs: Array  # [walkers] log|psi| of the walkers under the params that sampled them
     width: Array  # MCMC proposal width in bohr
     step: Array  # int32
     key: Array  # PRNG key for the next step

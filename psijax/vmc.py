@@ -1,8 +1,12 @@
 """The whole job in one call: molecule -> trained FermiNet -> energy with an error bar.
 
 >>> import psijax
->>> result = psijax.train(system="H2", steps=500)
+>>> result = psijax.train(system="H2", steps=500, out="runs/h2")
 >>> print(result.energy, result.exact)
+>>> psijax.train(out="runs/h2", resume=True, steps=1000)  # continue it to 1000 steps
+
+Every input is checked before anything is written: a bad molecule, config, device count,
+basis or checkpoint raises ``InputError`` and leaves the run directory as it was.
 """
 
 from __future__ import annotations
@@ -15,15 +19,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from psijax import checkpoint, laplacian, mcmc, optim, parallel, pretrain, rundir, system
 from psijax import config as config_lib
-from psijax import laplacian, mcmc, optim, parallel, pretrain, system
 from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
 from psijax.errors import InputError
 from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.report import Progress, RunWriter
+from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
+from psijax.report import Progress
 from psijax.stats import Estimate, tail_estimate
-from psijax.training import StepConfig, make_step, run
+from psijax.training import StepConfig, make_step
 from psijax.types import Params, TrainState
 
 
@@ -55,23 +60,46 @@ def make_optimizer(config: config_lib.Config):
     return optim.adam(learning_rate=config.lr, decay_steps=config.decay_steps)
 
 
+def make_config(
+    config: config_lib.Config | None = None, *, resume: bool = False, **overrides
+) -> config_lib.Config:
+    """The run's config: ``config`` (or defaults) with ``overrides``; for ``resume``, the
+    config saved in ``out`` with only resumable fields overridden."""
+    if not resume:
+        return config_lib.from_dict(overrides, config)
+    out = overrides.get("out", config.out if config else None)
+    if out is None:
+        raise InputError("resume needs the run directory; give --resume DIR (or out=DIR)")
+    saved = rundir.read_config(Path(out))
+    given = {**(config_lib.to_dict(config) if config else {}), **overrides}
+    return config_lib.for_resume(saved, given)
+
+
 def train(
     config: config_lib.Config | None = None,
     *,
     progress: bool = True,
     force: bool = False,
+    resume: bool = False,
     **overrides,
 ) -> Result:
-    """Train on ``config`` (or the defaults) with keyword ``overrides``; see ``Config``."""
-    config = config_lib.from_dict(overrides, config)
+    """Train on ``config`` (or the defaults) with keyword ``overrides``; see ``Config``.
+
+    ``resume=True`` continues the run in ``out`` from its newest checkpoint (or from the
+    start if it has none yet), exactly as if it had never stopped.
+    """
     started = time.perf_counter()
+    config = make_config(config, resume=resume, **overrides)
     molecule = system.resolve(
         config.system, charge=config.charge, spin=config.spin, unit=config.unit
     )
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
-    writer = RunWriter(Path(config.out), molecule, config, force=force)
-    show = Progress(config.steps, enabled=progress)
+    if config.pretrain_steps:
+        check_basis(molecule, config.basis)
+    out = Path(config.out)
+    if not resume:
+        rundir.check_new(out, force)
 
     net = FermiNet(
         molecule.n_up,
@@ -80,11 +108,127 @@ def train(
         layers=config.layers,
         n_determinants=config.determinants,
     )
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
-    params = jax.device_put(net.init(keys[0], jnp.float32), parallel.replicated(mesh))
-    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
-    walkers = jax.device_put(walkers, parallel.walker_sharding(mesh))
+    op = laplacian_operator(config.laplacian, molecule.n_electrons)
+    local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
+    optimizer = make_optimizer(config)
+    template = abstract_state(net, optimizer, molecule, config, mesh)
+    identity = checkpoint.identity_of(
+        molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
+    )
+    checkpoints, state = None, None
+    if resume and (out / checkpoint.SUBDIR).is_dir():
+        reader = checkpoint.Checkpoints(out, read_only=True)
+        if reader.latest() is not None:
+            state = reader.restore(template, identity)
+        reader.close()
+    start = 0 if state is None else int(parallel.to_host(state.step))
 
+    # ---- every input is checked; from here on files are written
+    lead = jax.process_index() == 0
+    writer = rundir.RunWriter(
+        out, molecule, config, resume_step=start, resuming=resume, enabled=lead
+    )
+    show = Progress(config.steps, enabled=progress and lead)
+    if config.checkpoint_every or config.checkpoint_minutes:
+        checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
+    with StopSignals() as signals:
+        if state is None:
+            state = fresh_state(net, optimizer, molecule, config, mesh, show)
+        step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+        loop = Loop(
+            step=step,
+            n_steps=config.steps,
+            on_metrics=lambda i, m: (
+                writer.row(i, m, time.perf_counter() - started),
+                show.step(i, m),
+            ),
+            checkpoints=checkpoints,
+            identity=identity,
+            policy=CheckpointPolicy(
+                config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
+            ),
+            max_rejected=config.max_rejected,
+            signals=signals,
+            before_save=writer.flush,
+        )
+        show.phase("training", config.steps, start=start)
+        try:
+            state = loop.run(state, start)
+        except Interrupted as err:
+            err.out = str(out)
+            raise
+        finally:
+            show.close()
+            writer.close()
+            if checkpoints is not None:
+                checkpoints.close()
+
+    energies = np.asarray(writer.energies)
+    finite = energies[np.isfinite(energies)]
+    if finite.size < 2:
+        raise InputError("fewer than two finite energies; run more steps")
+    estimate = tail_estimate(finite, config.eval_fraction)
+    seconds = time.perf_counter() - started
+    result = Result(molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out)
+    writer.finish(result, config)
+    return result
+
+
+def step_config(config: config_lib.Config) -> StepConfig:
+    return StepConfig(
+        n_moves=config.mcmc_moves,
+        clip_scale=config.clip_scale,
+        chunk_size=config.chunk_size,
+        natural_gradient=config.optimizer == "spring",
+    )
+
+
+def check_basis(molecule: system.Molecule, basis: str) -> None:
+    """Fail now, before any file is written, if pyscf has no ``basis`` for an element."""
+    from pyscf import gto
+
+    for symbol in sorted(set(molecule.symbols)):
+        try:
+            found = gto.basis.load(basis, symbol)
+        except Exception:  # pyscf raises several types for unknown names
+            found = None
+        if not found:
+            raise InputError(
+                f"basis {basis!r} is unknown to pyscf for {symbol}; use e.g. sto-6g or cc-pvdz "
+                "(or --pretrain-steps 0 to skip Hartree-Fock pretraining)"
+            )
+
+
+def abstract_state(net, optimizer, molecule, config, mesh) -> TrainState:
+    """Shapes, dtypes and shardings of the TrainState, without computing it."""
+
+    def build() -> TrainState:
+        params = net.init(jax.random.PRNGKey(0), jnp.float32)
+        walkers = jnp.zeros((config.walkers, molecule.n_electrons, 3), jnp.float32)
+        return TrainState(
+            params=params,
+            opt_state=optimizer.init(params),
+            walkers=walkers,
+            log_abs=jnp.zeros((config.walkers,), jnp.float32),
+            width=jnp.zeros((), jnp.float32),
+            step=jnp.zeros((), jnp.int32),
+            key=jax.random.PRNGKey(0),
+        )
+
+    shapes = jax.eval_shape(build)
+    shardings = parallel.state_shardings(mesh, shapes)
+    return jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings
+    )
+
+
+def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> TrainState:
+    """Initial parameters and walkers, Hartree-Fock pretraining and MCMC burn-in."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
+    params = net.init(keys[0], jnp.float32)
+    params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
+    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
+    walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
     if config.pretrain_steps:
         show.phase(f"pretraining on Hartree-Fock ({config.basis})", config.pretrain_steps)
         params, walkers, _ = pretrain.pretrain(
@@ -100,46 +244,13 @@ def train(
             keys[3], batch_log_abs, walkers, width,
             n_steps=config.burn_in_steps, n_moves=config.mcmc_moves,
         )  # fmt: skip
-    log_abs = map_walkers(net.log_abs, params, walkers)
-
-    op = laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
-    optimizer = make_optimizer(config)
     state = TrainState(
         params=params,
         opt_state=optimizer.init(params),
         walkers=walkers,
-        log_abs=log_abs,
+        log_abs=map_walkers(net.log_abs, params, walkers),
         width=width,
         step=jnp.zeros((), jnp.int32),
         key=keys[4],
     )
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
-    step_config = StepConfig(
-        n_moves=config.mcmc_moves,
-        clip_scale=config.clip_scale,
-        chunk_size=config.chunk_size,
-        natural_gradient=config.optimizer == "spring",
-    )
-    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
-
-    show.phase("training", config.steps)
-    energies = []
-    final = state
-    for i, final, metrics in run(step, state, config.steps):  # noqa: B007 (kept after the loop)
-        energies.append(metrics["energy"])
-        writer.row(i, metrics, time.perf_counter() - started)
-        show.step(i, metrics)
-    show.close()
-
-    energies_arr = np.asarray(energies)
-    finite = energies_arr[np.isfinite(energies_arr)]
-    if finite.size < 2:
-        raise InputError("fewer than two finite energies; run more steps")
-    estimate = tail_estimate(finite, config.eval_fraction)
-    seconds = time.perf_counter() - started
-    result = Result(
-        molecule, estimate, molecule.exact_energy, energies_arr, final.params, seconds, writer.out
-    )
-    writer.finish(result, config)
-    return result
+    return parallel.to_global(state, parallel.state_shardings(mesh, state))

@@ -1,0 +1,163 @@
+"""Checkpoints of the whole ``TrainState``, written with orbax.
+
+A checkpoint is ``RUN/checkpoints/<step>/`` with two items: ``state`` (every leaf of the
+``TrainState`` -- parameters, optimiser state, walkers, MCMC width, random key, step -- as
+sharded arrays) and ``meta`` (JSON: the step, the run's identity and the leaf shapes).
+orbax writes into a temporary directory and renames it when complete, so a crash at any
+instant leaves the previous checkpoints intact and never a half-written one that is read
+back. Restoring takes a template whose leaves carry the *new* shardings, so a run saved on
+four devices continues on two, one or several processes.
+
+Saving is asynchronous: ``save`` returns once the arrays are copied off the devices, and
+the files are written by a background thread while training goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from psijax.errors import InputError
+from psijax.types import TrainState
+
+FORMAT = 1
+SUBDIR = "checkpoints"
+
+
+class Checkpoints:
+    """The checkpoints of one run directory; keeps the newest ``keep``."""
+
+    def __init__(self, run_dir: str | Path, *, keep: int = 3, read_only: bool = False):
+        import orbax.checkpoint as ocp  # ~0.4 s to import; only runs that checkpoint pay it
+
+        self._ocp = ocp
+        self.directory = Path(run_dir).absolute() / SUBDIR
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            create=not read_only,
+            read_only=read_only,
+            cleanup_tmp_directories=not read_only,
+            enable_async_checkpointing=True,
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def latest(self) -> int | None:
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, state: TrainState, identity: dict[str, Any]) -> None:
+        """Start writing ``state`` (returns before the files are written)."""
+        step = int(jax.device_get(_replicated_value(state.step)))
+        if step in self._manager.all_steps():
+            return  # already on disk (e.g. the final step was also a periodic one)
+        leaves = jax.tree.leaves(state)
+        meta = {
+            "format": FORMAT,
+            "step": step,
+            "identity": identity,
+            "leaves": [[list(x.shape), str(x.dtype)] for x in leaves],
+            "devices": jax.device_count(),
+            "processes": jax.process_count(),
+        }
+        ocp = self._ocp
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(_as_dict(leaves)), meta=ocp.args.JsonSave(meta)
+        )
+        self._manager.save(step, args=args, force=True)
+
+    def restore(
+        self, template: TrainState, identity: dict[str, Any], step: int | None = None
+    ) -> TrainState:
+        """The checkpoint at ``step`` (the newest by default) laid out like ``template``.
+
+        ``template``'s leaves are ``jax.ShapeDtypeStruct``s with the shardings wanted now.
+        Raises ``InputError`` when the checkpoint is unreadable or from another run.
+        """
+        step = self.latest() if step is None else step
+        if step is None:
+            raise InputError(f"no checkpoint in {str(self.directory)!r}; start a new run")
+        where = self.directory / str(step)
+        ocp = self._ocp
+        meta = self._read(step, ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        _check_meta(meta, identity, template, where)
+        leaves, treedef = jax.tree.flatten(template)
+        target = _as_dict(leaves)
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(target))
+        restored = self._read(step, args)["state"]
+        for name, want in target.items():
+            got = restored[name]
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise InputError(f"checkpoint {str(where)!r} is corrupt ({name}); " + _FIX)
+            if not np.all(np.isfinite(_host(got))) and np.issubdtype(got.dtype, np.floating):
+                raise InputError(f"checkpoint {str(where)!r} holds non-finite values; " + _FIX)
+        return jax.tree.unflatten(treedef, [restored[name] for name in target])
+
+    def wait(self) -> None:
+        """Block until every started save is on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+    def _read(self, step: int, args):
+        where = self.directory / str(step)
+        try:
+            return self._manager.restore(step, args=args)
+        except InputError:
+            raise
+        except Exception as err:  # orbax/tensorstore raise many types for damaged files
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+            raise InputError(
+                f"checkpoint {str(where)!r} is unreadable ({type(err).__name__}: {first}); " + _FIX
+            ) from None
+
+
+_FIX = "delete that step directory to resume from an older checkpoint, or start a new run"
+
+
+def _as_dict(leaves: list) -> dict[str, Any]:
+    return {f"leaf_{i:04d}": x for i, x in enumerate(leaves)}
+
+
+def _replicated_value(x: jax.Array) -> jax.Array:
+    return x.addressable_data(0) if isinstance(x, jax.Array) else x
+
+
+def _host(x: jax.Array) -> np.ndarray:
+    """The part of ``x`` this process holds (enough to find non-finite values)."""
+    return np.concatenate([np.ravel(s.data) for s in x.addressable_shards])
+
+
+def _check_meta(meta: dict, identity: dict, template: TrainState, where: Path) -> None:
+    if meta.get("format") != FORMAT:
+        raise InputError(
+            f"checkpoint {str(where)!r} has format {meta.get('format')!r}, this psijax reads "
+            f"{FORMAT}; resume it with the psijax version that wrote it"
+        )
+    saved = meta.get("identity", {})
+    for key, value in identity.items():
+        if saved.get(key) != value:
+            raise InputError(
+                f"checkpoint {str(where)!r} belongs to a run with another {key} "
+                f"({saved.get(key)!r}, this run has {value!r}); resume it with its own "
+                "config or start a new run in another --out"
+            )
+    leaves = [[list(x.shape), str(x.dtype)] for x in jax.tree.leaves(template)]
+    if meta.get("leaves") != leaves:
+        raise InputError(
+            f"checkpoint {str(where)!r} does not match this run's network, optimiser or "
+            "walkers; resume it with its own config or start a new run in another --out"
+        )
+
+
+def identity_of(fingerprint: str, config_values: dict[str, Any]) -> dict[str, Any]:
+    """What must match between a checkpoint and the run that resumes it, JSON-normalised."""
+    return json.loads(json.dumps({"molecule": fingerprint, **config_values}, default=str))

@@ -1,0 +1,132 @@
+"""Joining JAX's distributed runtime: one global mesh over the devices of all processes.
+
+Call ``initialize`` before any other JAX work, in every process of the job. The coordinator
+(process 0's ``host:port``), the number of processes and this process's id come from the
+arguments, else from ``PSIJAX_COORDINATOR`` / ``PSIJAX_NUM_PROCESSES`` / ``PSIJAX_PROCESS_ID``,
+else (``auto=True``) from JAX's own cluster detection (SLURM, Open MPI, ...).
+
+JAX aborts the whole process (no exception) when the coordinator cannot be reached, so
+this module checks first: process 0 must be able to listen on the port, the others retry a
+TCP connection until ``timeout_s`` -- and a failure is a one-line ``InputError``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from psijax.errors import InputError
+
+ENV = ("PSIJAX_COORDINATOR", "PSIJAX_NUM_PROCESSES", "PSIJAX_PROCESS_ID")
+
+
+def initialize(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    auto: bool = False,
+    timeout_s: float = 300.0,
+) -> None:
+    """Join the job; a no-op for a single process without any setting."""
+    import jax
+
+    coordinator = coordinator or os.environ.get(ENV[0])
+    num_processes = num_processes if num_processes is not None else _env_int(ENV[1])
+    process_id = process_id if process_id is not None else _env_int(ENV[2])
+    given = [x is not None for x in (coordinator, num_processes, process_id)]
+    if not any(given):
+        if auto:
+            _call(jax.distributed.initialize, "cluster auto-detection", timeout_s)
+        return
+    if not all(given):
+        raise InputError(
+            "a multi-process run needs --coordinator, --num-processes and --process-id "
+            f"together (or {', '.join(ENV)}); give all three"
+        )
+    host, port = _address(coordinator)
+    if num_processes < 1:
+        raise InputError(f"num_processes={num_processes} must be >= 1")
+    if not 0 <= process_id < num_processes:
+        raise InputError(
+            f"process_id={process_id} must be between 0 and num_processes - 1 = {num_processes - 1}"
+        )
+    if process_id == 0:
+        _check_can_listen(host, port)
+    else:
+        _wait_for(host, port, timeout_s)
+    _call(
+        lambda: jax.distributed.initialize(
+            coordinator, num_processes, process_id, initialization_timeout=int(timeout_s)
+        ),
+        coordinator,
+        timeout_s,
+    )
+
+
+def _call(fn, where: str, timeout_s: float) -> None:
+    try:
+        fn()
+    except (RuntimeError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise InputError(
+            f"could not join the distributed job at {where} ({first}); check the coordinator "
+            "address and that every process of the job was started"
+        ) from None
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"{name}={value!r} is not an integer; set it to a number") from None
+
+
+def _address(coordinator: str) -> tuple[str, int]:
+    host, sep, port = coordinator.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(
+            f"coordinator {coordinator!r} is not host:port; give e.g. 10.0.0.1:12345 "
+            "(process 0's address and a free port)"
+        )
+    return host.strip("[]"), int(port)
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as err:
+        raise InputError(
+            f"coordinator host {host!r} cannot be resolved ({err.strerror}); give process 0's "
+            "host name or IP address"
+        ) from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise InputError(
+                f"process 0 cannot listen on {host}:{port} ({err.strerror}); run process 0 on "
+                "that host or pick a free port"
+            ) from None
+
+
+def _wait_for(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=2.0):
+                return
+        except OSError as err:
+            if time.monotonic() >= deadline:
+                raise InputError(
+                    f"cannot reach the coordinator at {host}:{port} after {timeout_s:g} s "
+                    f"({err.strerror or err}); start process 0 first, check the address, or "
+                    "raise --coordinator-timeout"
+                ) from None
+            time.sleep(0.5)
