@@ -15,6 +15,7 @@ the files are written by a background thread while training goes on.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,10 @@ class Checkpoints:
 
         self._ocp = ocp
         self.directory = Path(run_dir).absolute() / SUBDIR
+        logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's chatter is not for users
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
+            max_to_keep=None if read_only else keep,
+            save_interval_steps=0 if read_only else 1,
             create=not read_only,
             read_only=read_only,
             cleanup_tmp_directories=not read_only,
@@ -98,6 +101,21 @@ class Checkpoints:
             if not np.all(np.isfinite(_host(got))) and np.issubdtype(got.dtype, np.floating):
                 raise InputError(f"checkpoint {str(where)!r} holds non-finite values; " + _FIX)
         return jax.tree.unflatten(treedef, [restored[name] for name in target])
+
+    def arrays(self, step: int | None = None) -> list[np.ndarray]:
+        """Every leaf of a checkpoint as a host array, in ``TrainState`` order (inspection)."""
+        step = self.latest() if step is None else step
+        ocp = self._ocp
+        meta = self._read(step, ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        target = _as_dict(
+            [
+                jax.ShapeDtypeStruct(tuple(s), np.dtype(d), sharding=device)
+                for s, d in meta["leaves"]
+            ]
+        )
+        restored = self._read(step, ocp.args.Composite(state=ocp.args.StandardRestore(target)))
+        return [np.asarray(restored["state"][name]) for name in target]
 
     def wait(self) -> None:
         """Block until every started save is on disk."""
