@@ -16,6 +16,8 @@ from psijax.errors import InputError
 
 OPTIMIZERS = ("spring", "adam")
 LAPLACIANS = ("default", "forward", "forward-sparse", "loop", "hessian")
+MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
+_TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +70,15 @@ class Config:
         if not 0 < self.eval_fraction <= 1:
             raise InputError(f"eval_fraction={self.eval_fraction} must be in (0, 1]")
         if self.learning_rate is not None and not self.learning_rate > 0:
-            raise InputError(f"learning_rate={self.learning_rate} must be > 0")
+            raise InputError(
+                f"learning_rate={self.learning_rate} must be > 0; give a positive value like 0.02"
+            )
+        if not 0 <= self.seed <= MAX_SEED:
+            raise InputError(
+                f"seed={self.seed} is out of range; give a whole number from 0 to {MAX_SEED}"
+            )
+        if not self.basis.strip():
+            raise InputError("basis is empty; give a basis name such as sto-6g or cc-pvdz")
         if self.chunk_size is not None and self.chunk_size < 1:
             raise InputError(f"chunk_size={self.chunk_size} must be a positive number or unset")
 
@@ -113,8 +123,12 @@ def read_values(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"config file {str(path)!r} does not exist; check the path")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         values = tomllib.loads(text) if path.suffix != ".json" else json.loads(text)
+    except OSError as err:
+        raise InputError(
+            f"cannot read config file {str(path)!r} ({err.strerror}); check its permissions"
+        ) from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as err:
         msg = str(err).splitlines()[0]
         raise InputError(f"config file {str(path)!r} is not valid: {msg}; fix its syntax") from None
@@ -142,16 +156,17 @@ def _coerce(key: str, value: Any) -> Any:
             return None
         raise InputError(f"{key} cannot be empty; give a value like {default!r}")
     want = type(default) if default is not None else _optional_type(key)
+    wrong = f"{key}={value!r} has the wrong type; give a {_TYPE_NAMES.get(want, want.__name__)}"
+    if default is not None:
+        wrong += f" like {default!r}"
     if want is bool or (isinstance(value, bool) and want is not bool):
-        raise InputError(f"{key}={value!r} has the wrong type; give a {want.__name__}")
+        raise InputError(wrong)
     try:
         if want is int and isinstance(value, float) and not value.is_integer():
             raise ValueError
         return want(value)
     except (TypeError, ValueError):
-        raise InputError(
-            f"{key}={value!r} has the wrong type; give a {want.__name__} like {default!r}"
-        ) from None
+        raise InputError(wrong) from None
 
 
 def _optional_type(key: str) -> type:
@@ -169,7 +184,10 @@ def _positive(config: Config, *names: str) -> None:
 def _nonnegative(config: Config, *names: str) -> None:
     for name in names:
         if getattr(config, name) < 0:
-            raise InputError(f"{name}={getattr(config, name)} must be >= 0")
+            raise InputError(
+                f"{name}={getattr(config, name)} must be >= 0; "
+                "give 0 to skip it or a positive number"
+            )
 
 
 def for_resume(saved: Config, values: dict[str, Any]) -> Config:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -185,13 +186,37 @@ class Molecule:
         )
 
     def to_pyscf(self, basis: str = "sto-6g") -> Any:
-        """A built pyscf `gto.Mole` in bohr with the same charge and spin."""
-        from pyscf import gto
+        """A built pyscf `gto.Mole` in bohr with the same charge and spin.
 
+        An unknown basis, or one without some element of the molecule, raises `InputError`.
+        """
+        from pyscf import gto
+        from pyscf.lib.exceptions import BasisNotFoundError
+
+        fix = "use a basis pyscf knows, e.g. sto-6g, cc-pvdz or def2-svp"
+        if isinstance(basis, str) and not basis.strip():
+            raise InputError(f"basis {basis!r} is not a basis name; {fix}")
         atoms = [(s, c) for s, c in zip(self.symbols, self.coords, strict=True)]
-        return gto.M(
-            atom=atoms, unit="Bohr", basis=basis, charge=self.charge, spin=self.spin, verbose=0
-        )
+        try:
+            with warnings.catch_warnings():
+                # pyscf's multi-line hint to install basis-set-exchange for unknown names
+                warnings.simplefilter("ignore", UserWarning)
+                return gto.M(
+                    atom=atoms,
+                    unit="Bohr",
+                    basis=basis,
+                    charge=self.charge,
+                    spin=self.spin,
+                    verbose=0,
+                )
+        except BasisNotFoundError as err:
+            missing = str(err).strip().splitlines()[0]
+            what = (
+                f"basis {basis!r} does not cover every element of {self._label()} ({missing})"
+                if missing.startswith("Basis set not found")
+                else f"unknown basis {basis!r}"
+            )
+            raise InputError(f"{what}; {fix}") from None
 
     def fingerprint(self) -> str:
         """Short stable hex id of symbols, coordinates (to 1e-6 bohr), charge and spin."""
@@ -292,8 +317,17 @@ def from_xyz(path: str | os.PathLike[str], *, charge: int = 0, spin: int | None 
     shown = os.fspath(path)
     if not os.path.isfile(path):
         raise InputError(f"xyz file {shown!r} does not exist; give the path of an .xyz file")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError:
+        raise InputError(
+            f"xyz file {shown!r} is not UTF-8 text; give a plain-text .xyz file"
+        ) from None
+    except OSError as err:
+        raise InputError(
+            f"cannot read xyz file {shown!r} ({err.strerror}); check its permissions"
+        ) from None
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:

@@ -4,18 +4,23 @@ repeated non-finite steps stop the run with the last good checkpoint intact."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import random
 import signal
 import time
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from runs import metrics, start, tiny_config
+from runs import psijax as run_cli
 
 import psijax
+from psijax import optim
 from psijax.checkpoint import Checkpoints
-from psijax.loop import TrainingError
-
-from .runs import metrics, psijax as run_cli, start, tiny_config
+from psijax.loop import CheckpointPolicy, Loop, TrainingError
+from psijax.report import Progress
 
 
 def checkpoint_steps(run_dir) -> list[int]:
@@ -104,17 +109,32 @@ def test_a_run_saved_on_four_devices_continues_on_fewer(tmp_path, devices):
 
 
 def test_repeated_nonfinite_steps_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
-    out = tmp_path / "run"
-    psijax.train(**SMALL, steps=3, checkpoint_every=1, out=str(out))
-    good = Checkpoints(out, read_only=True).arrays()
-    # A learning rate of 1e30 makes every update non-finite: each one must be rejected.
-    with pytest.raises(TrainingError, match="3 steps in a row .* rejected.*checkpoint is step 3"):
-        psijax.train(
-            out=str(out), resume=True, steps=20, optimizer="adam", learning_rate=1e30,
-            max_rejected=3, progress=False,
-        )  # fmt: skip
-    rows = metrics(out)
-    assert [float(r["rejected"]) for r in rows[3:]] == [1.0, 1.0, 1.0]
-    assert checkpoint_steps(out)[-1] == 3
-    for x, y in zip(good, Checkpoints(out, read_only=True).arrays(), strict=True):
+    from test_training import setup
+
+    step, state = setup(1, optim.adam())
+    checkpoints = Checkpoints(tmp_path, keep=5)
+    rows = []
+    loop = Loop(step, n_steps=50, on_metrics=lambda i, m: rows.append(m), checkpoints=checkpoints,
+                policy=CheckpointPolicy(every_steps=1), max_rejected=3)  # fmt: skip
+    state = loop.run(state, start=0)  # 50 good steps, checkpointed
+    checkpoints.wait()
+    good = checkpoints.arrays()
+    poisoned = state._replace(walkers=jnp.full_like(state.walkers, jnp.nan))
+    loop = dataclasses.replace(loop, n_steps=100)
+    with pytest.raises(
+        TrainingError, match=r"3 steps in a row .* rejected.* checkpoint is step 50"
+    ):
+        loop.run(poisoned, start=50)
+    checkpoints.close()
+    assert [m["rejected"] for m in rows[50:]] == [1.0, 1.0, 1.0]
+    assert checkpoints.latest() == 50
+    for x, y in zip(good, checkpoints.arrays(), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_the_progress_display_counts_rejected_steps():
+    stream = io.StringIO()
+    show = Progress(3, stream=stream)
+    for i, rejected in enumerate([0.0, 1.0, 1.0]):
+        show.step(i, {"energy": -1.0, "variance": 0.1, "acceptance": 0.5, "rejected": rejected})
+    assert stream.getvalue().strip().splitlines()[-1].endswith("rejected 2")

@@ -1,0 +1,279 @@
+"""Bad input, nothing lost: every malformed input to `psijax train` ends in one line and exit 2.
+
+Each case runs `psijax.cli.main` in-process, in a directory that already holds a previous run
+(and the case's input files). Afterwards every file there must have the same bytes and mtime,
+and no file or directory may have appeared: a failed run that leaves a half-written run
+directory behind would make the corrected rerun refuse to start ("already holds a run").
+
+Every case uses tiny settings, so a case that wrongly starts training still ends in seconds
+(there is no pytest-timeout here). To add a case, append a `Case` to `CASES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import subprocess
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import psijax
+from psijax.cli import main
+
+PREVIOUS = "previous-run"  # a finished run that no bad input may touch
+NEW_OUT = "new-run"  # the --out of every case unless the case gives its own
+PAST_NS = 1_000_000_000 * 10**9  # mtime of every file written before the call (2001)
+TINY_CONFIG = "layers = [[8, 4]]\n"
+TINY = [
+    "--system", "H2", "--steps", "2", "--walkers", "8", "--pretrain-steps", "0",
+    "--burn-in-steps", "0", "--mcmc-moves", "1", "--determinants", "1", "--quiet",
+]  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One malformed input and the error line it must produce.
+
+    `args(tmp)` gives the flags after the tiny defaults (later flags win, so a case can
+    override --system, --out, --config, ...); `tmp` is the directory the case runs in.
+    `problem` and `fix` are substrings of the error line: one names what is wrong (the bad
+    value or field), the other says what to do. `setup(tmp)` writes the case's input files.
+    `xfail` is the reason a case is known to fail today (strict: it must fail).
+    """
+
+    id: str
+    args: Callable[[Path], list[str]]
+    problem: str
+    fix: str
+    setup: Callable[[Path], None] | None = None
+    xfail: str | None = None
+
+
+def flags(*args: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: list(args)
+
+
+def path_flag(flag: str, name: str) -> Callable[[Path], list[str]]:
+    """`flag <tmp>/name`: a file the case's setup wrote (or deliberately did not)."""
+    return lambda tmp: [flag, str(tmp / name)]
+
+
+def write(name: str, content: str | bytes) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        path = tmp / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+    return setup
+
+
+CASES = [
+    # ---------------------------------------------------------------- molecule: atom strings
+    Case("unknown-element", flags("--system", "Xx 0 0 0"), "unknown element 'Xx'",
+         "use a chemical symbol"),
+    Case("atom-missing-coordinate", flags("--system", "H 0 0"), "has 3 fields",
+         "write 'Symbol x y z'"),
+    Case("non-numeric-coordinate", flags("--system", "H 0 0 abc; H 0 0 1.4"),
+         "coordinate 'abc'", "write x y z as numbers"),
+    Case("nan-coordinate", flags("--system", "H 0 0 nan; H 0 0 1.4"), "coordinate 'nan'",
+         "give a real position"),
+    Case("inf-coordinate", flags("--system", "H 0 0 0; H 0 0 -inf"), "coordinate '-inf'",
+         "give a real position"),
+    Case("coincident-nuclei", flags("--system", "H 0 0 0; H 0 0 0"),
+         "atoms 1 (H) and 2 (H) are 0 bohr apart", "move or remove one"),
+    Case("empty-system", flags("--system", " "), "no atoms", "give at least one"),
+    Case("unknown-unit", flags("--system", "H 0 0 0; H 0 0 0.74", "--unit", "furlong"),
+         "unknown unit 'furlong'", "use 'bohr' or 'angstrom'"),
+    # --------------------------------------------------------------- molecule: charge, spin
+    Case("charge-leaves-no-electrons", flags("--system", "H", "--charge", "1"),
+         "leaves 0 electrons", "use a charge of at most 0"),
+    Case("spin-wrong-parity", flags("--system", "Li", "--spin", "0"),
+         "spin 0 is impossible with 3 electrons", "use e.g. spin=1"),
+    Case("spin-too-large", flags("--system", "H2", "--spin", "4"),
+         "spin 4 needs more than the 2 electrons", "use -2 <= spin <= 2"),
+    # ------------------------------------------------------------ molecule: presets, .xyz
+    Case("unknown-preset", flags("--system", "Unobtainium"), "'Unobtainium' is neither a preset",
+         "use one of those"),
+    Case("missing-xyz", path_flag("--system", "missing.xyz"), "missing.xyz' does not exist",
+         "give the path of an .xyz file"),
+    Case("empty-xyz", path_flag("--system", "empty.xyz"), "empty.xyz' is empty",
+         "write the atom count", setup=write("empty.xyz", "")),
+    Case("truncated-xyz", path_flag("--system", "short.xyz"),
+         "declares 3 atoms but has 2 atom lines", "make the count on line 1 match",
+         setup=write("short.xyz", "3\nwater, cut short\nO 0 0 0\nH 0 0.757 0.587\n")),
+    Case("xyz-non-numeric-count", path_flag("--system", "count.xyz"), "got 'three'",
+         "put the atom count on the first line",
+         setup=write("count.xyz", "three\n\nH 0 0 0\nH 0 0 0.74\nH 0 0 1.48\n")),
+    Case("xyz-unknown-element", path_flag("--system", "qq.xyz"), "unknown element 'Qq' on line 3",
+         "use a chemical symbol", setup=write("qq.xyz", "1\n\nQq 0 0 0\n")),
+    Case("xyz-not-text", path_flag("--system", "binary.xyz"), "binary.xyz' is not UTF-8 text",
+         "give a plain-text .xyz file", setup=write("binary.xyz", b"\xff\xfe\x00\x01\x80\x81")),
+    # ------------------------------------------------------------------------- config file
+    Case("config-missing", path_flag("--config", "nowhere.toml"), "nowhere.toml' does not exist",
+         "check the path"),
+    Case("config-unknown-key", path_flag("--config", "key.toml"), "unknown config key 'stepz'",
+         "valid keys are", setup=write("key.toml", TINY_CONFIG + "stepz = 3\n")),
+    Case("config-wrong-type", path_flag("--config", "type.toml"), "steps='many' has the wrong type",
+         "give a whole number like", setup=write("type.toml", TINY_CONFIG + 'steps = "many"\n')),
+    Case("config-invalid-toml", path_flag("--config", "syntax.toml"), "syntax.toml' is not valid",
+         "fix its syntax", setup=write("syntax.toml", "steps = = 3\n")),
+    Case("config-json-not-a-table", path_flag("--config", "list.json"), "must hold a table",
+         "key = value pairs", setup=write("list.json", "[1, 2]\n")),
+    Case("config-bad-layers", path_flag("--config", "layers.toml"), "layers=[[8]] is invalid",
+         "give pairs of widths", setup=write("layers.toml", "layers = [[8]]\n")),
+    # ----------------------------------------------------------------- numbers out of range
+    Case("steps-zero", flags("--steps", "0"), "steps=0 must be positive", "give a value > 0"),
+    Case("walkers-zero", flags("--walkers", "0"), "walkers=0 must be positive",
+         "give a value > 0"),
+    Case("walkers-negative", flags("--walkers", "-5"), "walkers=-5 must be positive",
+         "give a value > 0"),
+    Case("walkers-not-divisible-by-devices", flags("--walkers", "6"),
+         "walkers=6 cannot be split evenly over 4 devices", "use a positive multiple of 4"),
+    Case("devices-too-many", flags("--devices", "5"), "devices=5 but 4 are available",
+         "choose a number from 1 to 4"),
+    Case("devices-zero", flags("--devices", "0"), "devices=0 but 4 are available",
+         "choose a number from 1 to 4"),
+    Case("pretrain-steps-negative", flags("--pretrain-steps", "-1"),
+         "pretrain_steps=-1 must be >= 0", "give 0 to skip it"),
+    Case("learning-rate-negative", flags("--learning-rate", "-0.1"),
+         "learning_rate=-0.1 must be > 0", "give a positive value"),
+    Case("determinants-zero", flags("--determinants", "0"), "determinants=0 must be positive",
+         "give a value > 0"),
+    Case("seed-too-large", flags("--seed", str(2**64)), f"seed={2**64} is out of range",
+         "give a whole number from 0 to"),
+    # ---------------------------------------------------------------------- named choices
+    Case("unknown-optimizer", flags("--optimizer", "kfac"), "optimizer='kfac' is unknown",
+         "use one of spring, adam"),
+    Case("unknown-laplacian", flags("--laplacian", "magic"), "laplacian='magic' is unknown",
+         "use one of default"),
+    Case("empty-basis", flags("--basis", " "), "basis is empty", "give a basis name"),
+    Case("unknown-basis", flags("--basis", "nosuchbasis", "--pretrain-steps", "1"),
+         "unknown basis 'nosuchbasis'", "use a basis pyscf knows",
+         xfail="vmc.train creates the run directory (config.json, metrics.csv) and leaves "
+         "metrics.csv open when Hartree-Fock then meets the bad basis"),
+    Case("flag-not-a-number", flags("--steps", "many"), "--steps", "whole number",
+         xfail="argparse prints usage plus 'psijax train: error: ...' (two lines) and raises "
+         "SystemExit instead of one 'psijax: error:' line"),
+    # ---------------------------------------------------------------------- run directory
+    Case("out-holds-another-run", path_flag("--out", PREVIOUS), "already holds a run",
+         "pass --force"),
+]  # fmt: skip
+
+
+def _previous_run(tmp: Path) -> None:
+    run = tmp / PREVIOUS
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,energy\n0,-1.1\n1,-1.15\n")
+    (run / "summary.json").write_text('{"system": "H2", "energy": -1.15}\n')
+    (run / "config.json").write_text('{"system": "H2", "steps": 2}\n')
+    (run / "energy.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int] | None]:
+    """Every path under root: (bytes, mtime_ns) for a file, None for a directory."""
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        if p.is_file()
+        else None
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _set_old_mtimes(root: Path) -> None:
+    """So that a rewrite with the same bytes still shows, even on a coarse-clock filesystem."""
+    for p in root.rglob("*"):
+        if p.is_file():
+            os.utime(p, ns=(PAST_NS, PAST_NS))
+
+
+def _main(argv: list[str]) -> tuple[int | str | None, str, list[str]]:
+    """Exit code of cli.main, what a console would show of an uncaught exception, and the
+    files the call left open (a ResourceWarning when they are collected)."""
+    uncaught = ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse exits instead of returning
+            code = exit_.code
+        except Exception:
+            code, uncaught = None, traceback.format_exc()
+        gc.collect()
+    leaked = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    return code, uncaught, leaked
+
+
+def _params() -> list:
+    return [
+        pytest.param(
+            case,
+            id=case.id,
+            marks=[pytest.mark.xfail(strict=True, reason=case.xfail)] * bool(case.xfail),
+        )
+        for case in CASES
+    ]
+
+
+def test_case_ids_are_unique():
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", _params())
+def test_bad_input_is_one_line_exit_2_and_nothing_changes(
+    case: Case, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # a stray relative path lands here, not in the repository
+    _previous_run(tmp_path)
+    (tmp_path / "tiny.toml").write_text(TINY_CONFIG)
+    if case.setup is not None:
+        case.setup(tmp_path)
+    _set_old_mtimes(tmp_path)
+    before = _snapshot(tmp_path)
+    argv = ["train", "--config", "tiny.toml", *TINY, "--out", NEW_OUT, *case.args(tmp_path)]
+
+    code, uncaught, leaked = _main(argv)
+
+    out, err = capsys.readouterr()
+    err += uncaught
+    assert "Traceback" not in out + err, err
+    assert code == 2, f"exit code {code!r}; stderr: {err}"
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, f"not one line: {err!r}"
+    assert err.startswith("psijax: error: ")
+    assert case.problem in err, f"{case.problem!r} not in {err!r}"
+    assert case.fix in err, f"{case.fix!r} not in {err!r}"
+    assert not leaked, f"the failed run left files open: {leaked}"
+
+    after = _snapshot(tmp_path)
+    changed = [name for name, was in before.items() if after.get(name, "gone") != was]
+    assert not changed, f"modified or deleted: {changed}"
+    new = sorted(set(after) - set(before))
+    assert not [name for name in new if name.startswith(f"{PREVIOUS}/")], new
+    assert not new, f"the failed run left new files or directories: {new}"
+
+
+def test_console_entry_bad_input_exits_2_without_traceback(tmp_path):
+    """The real process: `python -m psijax.cli train ...` with an unknown element."""
+    _previous_run(tmp_path)
+    before = _snapshot(tmp_path)
+    root = str(Path(psijax.__file__).resolve().parents[1])  # the psijax this session imports
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    argv = ["train", *TINY, "--system", "Xx 0 0 0", "--out", PREVIOUS]
+    proc = subprocess.run(
+        [sys.executable, "-m", "psijax.cli", *argv],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stderr.startswith("psijax: error: unknown element 'Xx'")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert _snapshot(tmp_path) == before
