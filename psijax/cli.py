@@ -41,15 +41,39 @@ DISTRIBUTED = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one psijax error line instead of usage + exit."""
+
+    def error(self, message: str):
+        raise InputError(f"{message}; see '{self.prog} --help'")
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+_TYPES = {int: _whole_number, float: _number, str: str}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="psijax", description=__doc__)
+    parser = _Parser(prog="psijax", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a FermiNet and report the energy")
     train.add_argument("--config", help="TOML or JSON file of config keys (flags override it)")
     for flag, (_, kind, text) in FLAGS.items():
-        train.add_argument(flag, type=kind, help=text, default=None)
+        train.add_argument(flag, type=_TYPES[kind], help=text, default=None)
     for flag, (kind, text) in DISTRIBUTED.items():
-        train.add_argument(flag, type=kind, help=text, default=None)
+        train.add_argument(flag, type=_TYPES[kind], help=text, default=None)
     train.add_argument(
         "--distributed", action="store_true",
         help="join a multi-process job found by JAX's cluster detection (SLURM, ...)",
@@ -61,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return _train(args)
     except Interrupted as err:
         hint = f"; continue with: psijax train --resume {err.out}" if err.saved else ""

@@ -44,8 +44,9 @@ class Config:
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
     seed: int = 0
     out: str = "runs/psijax"
-    checkpoint_every: int = 100  # steps between checkpoints; 0: only by time and at the end
-    checkpoint_minutes: float = 10.0  # minutes between checkpoints; 0: only by step count
+    checkpoint_every: int = 100  # steps between checkpoints; 0: none by step count
+    checkpoint_minutes: float = 10.0  # minutes between checkpoints; 0: none by time
+    # (a checkpoint is always written at the end and on SIGTERM/SIGINT)
     keep_checkpoints: int = 3  # newest checkpoints kept
     max_rejected: int = 20  # rejected (non-finite) steps in a row that stop the run
 

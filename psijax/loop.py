@@ -41,7 +41,11 @@ class Interrupted(PsijaxError):
         self.signum, self.step, self.saved = signum, step, saved
         self.out = "DIR"  # the run directory, filled in by psijax.vmc.train
         name = signal.Signals(signum).name
-        what = f"checkpoint written at step {step}" if saved else "no checkpoint configured"
+        what = (
+            f"checkpoint written at step {step}"
+            if saved
+            else "no checkpoint written (none configured, or the newest steps were rejected)"
+        )
         super().__init__(f"{name} received: {what}")
 
 
@@ -77,19 +81,27 @@ class Loop:
             pending = (i, metrics)
             done = i + 1
             stop, due = self._decide(done)
+            saved = False
             if stop or due:
                 self._emit(*pending)
                 pending = None
-                self.save(state)
+                saved = self._save_if_good(state)
             if stop:
                 if self.checkpoints is not None:
                     self.checkpoints.wait()
-                raise Interrupted(self.signals.received, done, self.checkpoints is not None)
+                raise Interrupted(self.signals.received, done, saved)
         if pending is not None:
             self._emit(*pending)
-        if self.checkpoints is not None and start < self.n_steps:
-            self.save(state)
+        if start < self.n_steps:
+            self._save_if_good(state)
         return state
+
+    def _save_if_good(self, state: TrainState) -> bool:
+        """Checkpoint unless the newest steps were rejected (their walkers may be bad)."""
+        if self.checkpoints is None or self._rejected_in_a_row:
+            return False
+        self.save(state)
+        return True
 
     def save(self, state: TrainState) -> None:
         if self.before_save is not None:

@@ -96,7 +96,7 @@ def train(
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     if config.pretrain_steps:
-        check_basis(molecule, config.basis)
+        molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
     out = Path(config.out)
     if not resume:
         rundir.check_new(out, force)
@@ -115,7 +115,7 @@ def train(
     identity = checkpoint.identity_of(
         molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
     )
-    checkpoints, state = None, None
+    state = None
     if resume and (out / checkpoint.SUBDIR).is_dir():
         reader = checkpoint.Checkpoints(out, read_only=True)
         if reader.latest() is not None:
@@ -129,8 +129,7 @@ def train(
         out, molecule, config, resume_step=start, resuming=resume, enabled=lead
     )
     show = Progress(config.steps, enabled=progress and lead)
-    if config.checkpoint_every or config.checkpoint_minutes:
-        checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
+    checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
     with StopSignals() as signals:
         if state is None:
             state = fresh_state(net, optimizer, molecule, config, mesh, show)
@@ -181,22 +180,6 @@ def step_config(config: config_lib.Config) -> StepConfig:
         chunk_size=config.chunk_size,
         natural_gradient=config.optimizer == "spring",
     )
-
-
-def check_basis(molecule: system.Molecule, basis: str) -> None:
-    """Fail now, before any file is written, if pyscf has no ``basis`` for an element."""
-    from pyscf import gto
-
-    for symbol in sorted(set(molecule.symbols)):
-        try:
-            found = gto.basis.load(basis, symbol)
-        except Exception:  # pyscf raises several types for unknown names
-            found = None
-        if not found:
-            raise InputError(
-                f"basis {basis!r} is unknown to pyscf for {symbol}; use e.g. sto-6g or cc-pvdz "
-                "(or --pretrain-steps 0 to skip Hartree-Fock pretraining)"
-            )
 
 
 def abstract_state(net, optimizer, molecule, config, mesh) -> TrainState:

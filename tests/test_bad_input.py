@@ -156,12 +156,8 @@ CASES = [
          "use one of default"),
     Case("empty-basis", flags("--basis", " "), "basis is empty", "give a basis name"),
     Case("unknown-basis", flags("--basis", "nosuchbasis", "--pretrain-steps", "1"),
-         "unknown basis 'nosuchbasis'", "use a basis pyscf knows",
-         xfail="vmc.train creates the run directory (config.json, metrics.csv) and leaves "
-         "metrics.csv open when Hartree-Fock then meets the bad basis"),
-    Case("flag-not-a-number", flags("--steps", "many"), "--steps", "whole number",
-         xfail="argparse prints usage plus 'psijax train: error: ...' (two lines) and raises "
-         "SystemExit instead of one 'psijax: error:' line"),
+         "unknown basis 'nosuchbasis'", "use a basis pyscf knows"),
+    Case("flag-not-a-number", flags("--steps", "many"), "--steps", "whole number"),
     # ---------------------------------------------------------------------- run directory
     Case("out-holds-another-run", path_flag("--out", PREVIOUS), "already holds a run",
          "pass --force"),

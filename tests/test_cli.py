@@ -42,12 +42,13 @@ def test_train_writes_metrics_summary_and_plot(h2_run):
 
 def test_refuses_to_overwrite_a_run_and_leaves_it_untouched(h2_run, capsys):
     _, out = h2_run
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    files = lambda: {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    before = files()
     code = main(["train", "--system", "H2", "--out", str(out), *TINY])
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "--force" in err and len(err.splitlines()) == 1
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert files() == before
 
 
 BAD = [
