@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-TINY = """\
-system = "H2"
-layers = [[8, 4]]
-determinants = 1
-walkers = 16
-pretrain_steps = 3
-burn_in_steps = 3
-mcmc_moves = 2
-"""
+TINY = dict(
+    system="H2", layers=[[8, 4]], determinants=1, walkers=16, pretrain_steps=3,
+    burn_in_steps=3, mcmc_moves=2,
+)  # fmt: skip
 
 
 def tiny_config(tmp_path: Path, **extra) -> Path:
+    """A TOML config of ``TINY`` updated by ``extra``."""
     path = tmp_path / "tiny.toml"
-    lines = [f"{k} = {v!r}".replace("'", '"') for k, v in extra.items()]
-    path.write_text(TINY + "\n".join(lines) + "\n")
+    lines = [f"{k} = {json.dumps(v)}" for k, v in {**TINY, **extra}.items()]
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 

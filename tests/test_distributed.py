@@ -1,0 +1,61 @@
+"""Two processes x two CPU devices on 127.0.0.1 (gloo collectives) train like one process x
+four devices: same seed, same total walkers, same energies to float tolerance; only
+process 0 writes; the checkpoint they write together resumes on a single process."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+from runs import metrics, psijax, start, tiny_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def energies(run_dir) -> np.ndarray:
+    return np.asarray([float(r["energy"]) for r in metrics(run_dir)])
+
+
+def test_two_processes_match_one_process_and_resume_on_one(tmp_path):
+    config = tiny_config(tmp_path, steps=6, checkpoint_every=3, pretrain_steps=0)
+    one = tmp_path / "one"
+    single = psijax("train", "--config", config, "--out", one, "--quiet", devices=4)
+    assert single.returncode == 0, single.stderr
+
+    two = tmp_path / "two"
+    address = f"127.0.0.1:{free_port()}"
+    argv = ("train", "--config", config, "--out", two, "--quiet", "--coordinator", address)
+    procs = [  # the worker first: it must wait for the coordinator
+        start(*argv, "--num-processes", "2", "--process-id", str(i), devices=2) for i in (1, 0)
+    ]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, stderr) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, stderr
+    worker_out, coordinator_out = outputs[0][0], outputs[1][0]
+    # only process 0 reports (gloo itself prints connection lines on every process)
+    assert "energy" in coordinator_out and "energy" not in worker_out
+
+    np.testing.assert_allclose(energies(two), energies(one), rtol=1e-5)
+    saved = sorted(p.name for p in (two / "checkpoints").iterdir())
+    assert saved == ["3", "6"]
+
+    resumed = psijax("train", "--resume", two, "--steps", "8", "--quiet", devices=1)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [int(r["step"]) for r in metrics(two)] == list(range(8))
+
+
+def test_an_unreachable_coordinator_is_one_line_and_exit_2(tmp_path):
+    config = tiny_config(tmp_path, steps=2)
+    result = psijax(
+        "train", "--config", config, "--out", tmp_path / "run", "--coordinator",
+        f"127.0.0.1:{free_port()}", "--num-processes", "2", "--process-id", "1",
+        "--coordinator-timeout", "2",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert "cannot reach the coordinator" in result.stderr and "start process 0" in result.stderr
+    assert not (tmp_path / "run").exists()
