@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable
@@ -71,6 +75,57 @@ def write(name: str, content: str | bytes) -> Callable[[Path], None]:
             path.write_bytes(content)
         else:
             path.write_text(content)
+
+    return setup
+
+
+REAL = "real-run"  # a copy of a genuine finished run with checkpoints, made once per session
+_REAL_CACHE: dict[str, Path] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _genuine_run(**changes) -> Path:
+    """A finished run with the settings of `TINY` + tiny.toml (so that resuming it with the
+    tiny flags changes nothing), made once per variant."""
+    key = json.dumps(changes, sort_keys=True)
+    if key not in _REAL_CACHE:
+        root = Path(tempfile.mkdtemp(prefix="psijax-real-run-"))
+        settings = dict(
+            system="H2", layers=((8, 4),), determinants=1, walkers=8, steps=2,
+            pretrain_steps=0, burn_in_steps=0, mcmc_moves=1, checkpoint_every=1,
+        )  # fmt: skip
+        psijax.train(**{**settings, **changes}, out=str(root / "run"), progress=False)
+        _REAL_CACHE[key] = root / "run"
+    return _REAL_CACHE[key]
+
+
+def real_run(checkpoints_of: dict | None = None, damage: str | None = None):
+    """Setup: copy a genuine run to `tmp/REAL`; then give it the checkpoints of a run with
+    `checkpoints_of` changed, or damage its files."""
+
+    def setup(tmp: Path) -> None:
+        run = tmp / REAL
+        shutil.copytree(_genuine_run(), run)
+        if checkpoints_of:
+            shutil.rmtree(run / "checkpoints")
+            shutil.copytree(_genuine_run(**checkpoints_of) / "checkpoints", run / "checkpoints")
+        newest = max((run / "checkpoints").iterdir(), key=lambda p: int(p.name))
+        data = sorted((newest / "state").rglob("d/*"), key=lambda p: -p.stat().st_size)[0]
+        if damage == "flip":
+            raw = bytearray(data.read_bytes())
+            raw[len(raw) // 2] ^= 0x10
+            data.write_bytes(bytes(raw))
+        elif damage == "truncate":
+            data.write_bytes(data.read_bytes()[:100])
+        elif damage == "meta":
+            (newest / "meta" / "metadata").write_text("{not json")
+        elif damage == "config":
+            (run / "config.json").write_text("{not json")
 
     return setup
 
@@ -161,6 +216,46 @@ CASES = [
     # ---------------------------------------------------------------------- run directory
     Case("out-holds-another-run", path_flag("--out", PREVIOUS), "already holds a run",
          "pass --force"),
+    Case("checkpoint-every-negative", flags("--checkpoint-every", "-1"),
+         "checkpoint_every=-1 must be >= 0", "give 0"),
+    Case("keep-checkpoints-zero", flags("--keep-checkpoints", "0"),
+         "keep_checkpoints=0 must be positive", "give a value > 0"),
+    # --------------------------------------------------------------------- resume, checkpoints
+    Case("resume-no-run", path_flag("--resume", "nothing-here"), "holds no psijax run",
+         "start a new run with --out", setup=lambda tmp: (tmp / "nothing-here").mkdir()),
+    Case("resume-and-force", lambda tmp: ["--resume", str(tmp / REAL), "--force"],
+         "--resume and --force contradict", "give only one", setup=real_run()),
+    Case("resume-changes-the-network", lambda tmp: ["--resume", str(tmp / REAL),
+         "--determinants", "3"], "determinants cannot change when resuming",
+         "start a new run in another --out", setup=real_run()),
+    Case("resume-changes-the-molecule", lambda tmp: ["--resume", str(tmp / REAL),
+         "--system", "LiH"], "system cannot change when resuming", "drop that setting",
+         setup=real_run()),
+    Case("checkpoint-from-another-molecule", lambda tmp: ["--resume", str(tmp / REAL)],
+         "belongs to a run with another molecule", "resume it with its own config",
+         setup=real_run(checkpoints_of={"system": "H 0 0 0; H 0 0 1.5"})),
+    Case("checkpoint-from-another-network", lambda tmp: ["--resume", str(tmp / REAL)],
+         "belongs to a run with another layers", "start a new run in another --out",
+         setup=real_run(checkpoints_of={"layers": ((8, 4), (8, 4))})),
+    Case("checkpoint-bit-flipped", lambda tmp: ["--resume", str(tmp / REAL)],
+         "is damaged", "delete that step directory", setup=real_run(damage="flip")),
+    Case("checkpoint-truncated", lambda tmp: ["--resume", str(tmp / REAL)],
+         "is damaged", "delete that step directory", setup=real_run(damage="truncate")),
+    Case("checkpoint-meta-garbage", lambda tmp: ["--resume", str(tmp / REAL)],
+         "is damaged", "delete that step directory", setup=real_run(damage="meta")),
+    Case("resume-config-json-garbage", lambda tmp: ["--resume", str(tmp / REAL)],
+         "is not valid", "fix its syntax", setup=real_run(damage="config")),
+    # ---------------------------------------------------------------------- multi-process
+    Case("coordinator-unreachable", lambda tmp: ["--coordinator", f"127.0.0.1:{free_port()}",
+         "--num-processes", "2", "--process-id", "1", "--coordinator-timeout", "1"],
+         "cannot reach the coordinator", "start process 0 first"),
+    Case("coordinator-not-host-port", flags("--coordinator", "node17", "--num-processes", "2",
+         "--process-id", "0"), "coordinator 'node17' is not host:port", "give e.g."),
+    Case("process-id-out-of-range", flags("--coordinator", "127.0.0.1:1234",
+         "--num-processes", "2", "--process-id", "2"), "process_id=2 must be between 0",
+         "num_processes - 1"),
+    Case("distributed-flags-incomplete", flags("--coordinator", "127.0.0.1:1234"),
+         "needs --coordinator, --num-processes and --process-id", "give all three"),
 ]  # fmt: skip
 
 
