@@ -36,8 +36,11 @@ def initialize(
     num_processes = num_processes if num_processes is not None else _env_int(ENV[1])
     process_id = process_id if process_id is not None else _env_int(ENV[2])
     given = [x is not None for x in (coordinator, num_processes, process_id)]
-    if not any(given):
-        if auto:
+    if not any(given) and auto and (slurm := _slurm()) is not None:
+        coordinator, num_processes, process_id = slurm
+        given = [True, True, True]
+    elif not any(given):
+        if auto:  # other clusters (Open MPI, ...): JAX's own detection, without a pre-check
             _call(jax.distributed.initialize, "cluster auto-detection", timeout_s)
         return
     if not all(given):
@@ -63,6 +66,23 @@ def initialize(
         coordinator,
         timeout_s,
     )
+
+
+def _slurm() -> tuple[str, int, int] | None:
+    """(coordinator, processes, this process) of a SLURM job step, as JAX would pick them:
+    the step's first node, a port derived from the job id."""
+    env = os.environ
+    needed = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID")
+    if not all(name in env for name in needed):
+        return None
+    nodes = env["SLURM_STEP_NODELIST"]
+    cut = min([i for i, ch in enumerate(nodes) if ch in ",["] or [len(nodes)])
+    first = nodes[:cut]
+    if cut < len(nodes) and nodes[cut] == "[":  # node[001-004,007] -> node001
+        rest = nodes[cut + 1 :]
+        first += rest[: min([i for i, ch in enumerate(rest) if ch in ",-]"] or [len(rest)])]
+    port = int(env["SLURM_JOB_ID"]) % 4096 + 65536 - 4096
+    return f"{first}:{port}", int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"])
 
 
 def _call(fn, where: str, timeout_s: float) -> None:

@@ -59,3 +59,17 @@ def test_an_unreachable_coordinator_is_one_line_and_exit_2(tmp_path):
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert "cannot reach the coordinator" in result.stderr and "start process 0" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_slurm_job_steps_give_jax_s_coordinator(monkeypatch):
+    from psijax import distributed
+
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    monkeypatch.setenv("SLURM_PROCID", "5")
+    for nodes, first in [("gpu017", "gpu017"), ("gpu[003-006,9]", "gpu003"),
+                         ("a1,b2", "a1"), ("n[12,14]", "n12")]:  # fmt: skip
+        monkeypatch.setenv("SLURM_STEP_NODELIST", nodes)
+        assert distributed._slurm() == (f"{first}:{4242 % 4096 + 61440}", 8, 5)
+    monkeypatch.delenv("SLURM_PROCID")
+    assert distributed._slurm() is None
