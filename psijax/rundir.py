@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 COLUMNS = (
     "step", "energy", "variance", "acceptance", "width",
-    "nonfinite_walkers", "rejected", "grad_norm", "seconds",
+    "nonfinite_walkers", "reset_walkers", "rejected", "grad_norm", "seconds",
 )  # fmt: skip
 RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", SUBDIR)
 

@@ -60,6 +60,7 @@ def make_step(
             mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width,
             config.n_moves,
         )  # fmt: skip
+        walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
         width = mcmc.adapt_width(state.width, moves.acceptance)
         (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
         extra = {}
@@ -89,6 +90,7 @@ def make_step(
             "width": width,
             "nonfinite_walkers": stats.n_nonfinite,
             "rejected": (~ok).astype(energy.dtype),
+            "reset_walkers": n_reset.astype(energy.dtype),
             "grad_norm": optax.tree.norm(grads),
         }
         return new_state, metrics
@@ -100,6 +102,21 @@ def make_step(
         out_shardings=(shardings, parallel.replicated(mesh)),
         donate_argnums=0,
     )
+
+
+def reset_lost_walkers(walkers: Array, log_abs: Array) -> tuple[Array, Array, Array]:
+    """Walkers whose position or log|psi| is not finite restart from a finite walker.
+
+    Each lost walker takes the place of the first healthy one (MCMC separates the copies
+    again); with no healthy walker left nothing changes, the energy is nan and the step is
+    rejected. Returns (walkers, log|psi|, number reset).
+    """
+    healthy = jnp.all(jnp.isfinite(walkers), axis=(1, 2)) & jnp.isfinite(log_abs)
+    donor = jnp.argmax(healthy)
+    lost = ~healthy & jnp.any(healthy)
+    walkers = jnp.where(lost[:, None, None], walkers[donor], walkers)
+    log_abs = jnp.where(lost, log_abs[donor], log_abs)
+    return walkers, log_abs, jnp.sum(lost)
 
 
 def _all_finite(tree) -> Array:

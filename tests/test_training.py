@@ -97,3 +97,20 @@ def test_vmc_gradient_estimator_matches_its_formula():
     for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
     np.testing.assert_allclose(stats.energy, e.mean(), rtol=1e-6)
+
+
+def test_lost_walkers_restart_from_a_healthy_one():
+    from psijax.training import reset_lost_walkers
+
+    walkers = jnp.arange(4 * 2 * 3, dtype=jnp.float32).reshape(4, 2, 3)
+    walkers = walkers.at[0, 1, 2].set(jnp.nan)
+    log_abs = jnp.array([0.0, -jnp.inf, 1.0, 2.0])
+    new, new_log, n = reset_lost_walkers(walkers, log_abs)
+    assert int(n) == 2
+    np.testing.assert_array_equal(new[0], walkers[2])  # the first healthy walker
+    np.testing.assert_array_equal(new[1], walkers[2])
+    np.testing.assert_array_equal(new[2:], walkers[2:])
+    np.testing.assert_array_equal(new_log, [1.0, 1.0, 1.0, 2.0])
+    all_lost = jnp.full_like(walkers, jnp.nan)
+    same, _, n = reset_lost_walkers(all_lost, log_abs)
+    assert int(n) == 0 and bool(jnp.all(jnp.isnan(same)))
