@@ -20,7 +20,7 @@ from jax.sharding import Mesh
 
 from psijax import mcmc, parallel
 from psijax.batching import map_walkers
-from psijax.loss import make_energy_loss
+from psijax.loss import EnergyStats, make_energy_loss
 from psijax.types import Array, Params, TrainState
 
 Metrics = dict[str, Array]
@@ -51,6 +51,20 @@ def make_step(
     def flat_grad(params: Params, r: Array) -> Array:
         return ravel_pytree(jax.grad(log_abs)(params, r))[0]
 
+    def natural_gradient(params: Params, walkers: Array) -> tuple[Array, EnergyStats, Params, dict]:
+        """Energy, statistics, gradient and the optimiser's extra inputs from one jacobian.
+
+        The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
+        by the centered energies, so no second backward pass over the walkers is needed.
+        """
+        energy, stats = loss(params, walkers)  # the primal only: no backward pass here
+        jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
+        jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
+        n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
+        flat = (2.0 / n_finite) * (stats.centered @ jac)
+        grads = ravel_pytree(params)[1](flat)
+        return energy, stats, grads, dict(jacobian=jac, centered_energies=stats.centered)
+
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key = jax.random.split(state.key)
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w)
@@ -58,14 +72,11 @@ def make_step(
             mcmc_key, batch_log_abs, state.walkers, state.log_abs, state.width, config.n_moves
         )
         width = mcmc.adapt_width(state.width, moves.acceptance)
-        (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
-        extra = {}
         if config.natural_gradient:
-            jac = map_walkers(flat_grad, state.params, walkers, chunk_size=config.chunk_size)
-            extra = dict(
-                jacobian=jnp.where(stats.finite[:, None] > 0, jac, 0.0),
-                centered_energies=stats.centered,
-            )
+            energy, stats, grads, extra = natural_gradient(state.params, walkers)
+        else:
+            (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
+            extra = {}
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
         params = optax.apply_updates(state.params, updates)
         ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)

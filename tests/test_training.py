@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from psijax import laplacian, mcmc, optim, parallel, system
@@ -97,3 +98,15 @@ def test_vmc_gradient_estimator_matches_its_formula():
     for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-5)
     np.testing.assert_allclose(stats.energy, e.mean(), rtol=1e-6)
+
+
+def test_natural_gradient_step_reports_the_vmc_gradient_of_its_walkers():
+    """With SPRING the gradient comes from the per-walker jacobian, not a second backward
+    pass; it must still be the VMC estimator at the walkers the step sampled."""
+    step, state = setup(1, optim.spring(), natural=True)
+    params = jax.device_get(state.params)
+    state, m = step(state)
+    loss = make_energy_loss(NET.log_abs, LOCAL_ENERGY)
+    (energy, _), grads = jax.value_and_grad(loss, has_aux=True)(params, state.walkers)
+    np.testing.assert_allclose(m["energy"], energy, rtol=1e-5)
+    np.testing.assert_allclose(m["grad_norm"], optax.tree.norm(grads), rtol=1e-4)
