@@ -24,6 +24,7 @@ import time
 _T0 = time.perf_counter()
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
@@ -43,6 +44,9 @@ from psijax.types import TrainState  # noqa: E402
 from psijax.vmc import laplacian_operator, make_optimizer  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
+
+
+step_fn_cache: dict = {}
 
 
 def _block(tree):
@@ -82,6 +86,12 @@ def main() -> None:
     parser.add_argument("--laplacian", default="default")
     parser.add_argument("--parts", action="store_true", help="time the pieces of a step")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="a checkout (e.g. a git worktree of main) whose step is timed in the same process, "
+        "interleaved step by step with this one, so that load from other jobs hits both alike",
+    )
     args = parser.parse_args()
 
     overrides = dict(system=args.system, laplacian=args.laplacian, seed=args.seed)
@@ -159,6 +169,7 @@ def main() -> None:
         natural_gradient=config.optimizer == "spring",
     )
     step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
+    step_fn_cache["step"] = step
     state, metrics = step(state)
     _block(metrics)
     first_s = time.perf_counter() - t
@@ -167,12 +178,13 @@ def main() -> None:
     for _ in range(2):  # warm-up
         state, metrics = step(state)
     _block(metrics)
-    times, energies = [], []
+    times, cpu_times, energies = [], [], []
     for _ in range(args.steps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         state, metrics = step(state)
         _block(metrics)
         times.append(time.perf_counter() - t)
+        cpu_times.append(time.process_time() - c)
         energies.append(float(metrics["energy"]))
 
     rows = [
@@ -192,9 +204,14 @@ def main() -> None:
             f"**{statistics.median(times):.4f} s**",
         ),
         ("step time min / max", f"{min(times):.4f} / {max(times):.4f} s"),
+        # CPU seconds of all threads per step: robust to other jobs on a shared machine.
+        ("step CPU time (all threads), median", f"{statistics.median(cpu_times):.4f} s"),
         ("energy after the timed steps", f"{energies[-1]:.4f} Ha"),
         *rows,
     ]
+
+    if args.against:
+        rows += _against(args.against, config, molecule, net, mesh, state, step_config, args.steps)
 
     if args.parts:
         rows += _parts(
@@ -275,6 +292,74 @@ def _parts(net, local_energy, optimizer, step_config, state, *, mcmc_moves):
         first, median = _timed(fn, *fargs)
         out.append((f"part: {name}", f"{median:.4f} s (first call {first:.2f} s)"))
     return out
+
+
+def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
+    """This checkout's step and ``path``'s, on the same state, alternating call by call.
+
+    The other step is built entirely from ``path``'s modules (ansatz, Laplacian, local
+    energy, optimizer, step), from the same parameters, walkers and optimizer state.
+    """
+    ref = _import_copy(path)
+    ref_net = ref.ansatz.FermiNet(**dataclasses.asdict(net))
+    op = ref.vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
+    local_energy = ref.hamiltonian.make_local_energy(
+        ref_net.log_abs, ref.hamiltonian.coulomb_potential(molecule), op
+    )
+    optimizer = ref.vmc.make_optimizer(config)
+    opt_tree = jax.tree.structure(optimizer.init(state.params))
+    ref_state = ref.types.TrainState(
+        *state._replace(opt_state=jax.tree.unflatten(opt_tree, jax.tree.leaves(state.opt_state)))
+    )
+    ref_config = ref.training.StepConfig(**dataclasses.asdict(step_config))
+    ref_step = ref.training.make_step(
+        ref_net.log_abs, local_energy, optimizer, ref_config, mesh, ref_state
+    )
+    steps = {"this": step_fn_cache["step"], "against": ref_step}
+    states = {"this": jax.tree.map(jnp.copy, state), "against": jax.tree.map(jnp.copy, ref_state)}
+    for name, fn in steps.items():  # compile and warm up
+        for _ in range(2):
+            states[name], m = fn(states[name])
+        _block(m)
+    times = {name: [] for name in steps}
+    for _ in range(n_steps):
+        for name, fn in steps.items():
+            t = time.perf_counter()
+            states[name], m = fn(states[name])
+            _block(m)
+            times[name].append(time.perf_counter() - t)
+    this, other = (statistics.median(times[k]) for k in ("this", "against"))
+    lo_this, lo_other = (min(times[k]) for k in ("this", "against"))
+    return [
+        (f"interleaved: step of {path}, median / min", f"{other:.4f} / {lo_other:.4f} s"),
+        ("interleaved: step of this checkout, median / min", f"{this:.4f} / {lo_this:.4f} s"),
+        ("interleaved: speed-up, median / min", f"{other / this:.2f}x / {lo_other / lo_this:.2f}x"),
+    ]
+
+
+def _import_copy(path: str):
+    """``path``/psijax imported as a separate package ``psijax_ref`` (a renamed copy)."""
+    import importlib
+    import re
+    import shutil
+    import sys
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="psijax_ref_")
+    shutil.copytree(os.path.join(path, "psijax"), os.path.join(root, "psijax_ref"))
+    for dirpath, _, files in os.walk(os.path.join(root, "psijax_ref")):
+        for name in files:
+            if name.endswith(".py"):
+                file = os.path.join(dirpath, name)
+                with open(file) as f:
+                    text = re.sub(r"\bpsijax\b", "psijax_ref", f.read())
+                with open(file, "w") as f:
+                    f.write(text)
+    sys.path.insert(0, root)
+    pkg = importlib.import_module("psijax_ref")
+    for module in ("ansatz", "hamiltonian", "training", "types", "vmc"):
+        setattr(pkg, module, importlib.import_module(f"psijax_ref.{module}"))
+    return pkg
 
 
 def _version(name: str) -> str:
