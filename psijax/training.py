@@ -19,7 +19,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
 from psijax import mcmc, parallel
-from psijax.batching import map_walkers
+from psijax.batching import auto_chunk, map_walkers
 from psijax.loss import EnergyStats, make_energy_loss
 from psijax.types import Array, Params, TrainState
 
@@ -109,21 +109,11 @@ def make_step(
     )
 
 
-# Walkers per device that the local energy and the MCMC moves evaluate at once when
-# StepConfig.chunk_size is None. A vmap over all 256 walkers of the default LiH job
-# spills the caches: chunks of 64 made the forward-Laplacian local energy ~1.4x and
-# log|psi| ~1.3x faster on a 2-core CPU (benchmarks/vmc_step.py); 32 was no faster.
-AUTO_CHUNK = 64
-
-
 def _walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
-    """The chunk size for ``map_walkers``: global, so AUTO_CHUNK per device."""
+    """The user's chunk size, or else the automatic one (``batching.auto_chunk``)."""
     if config.chunk_size is not None:
         return config.chunk_size
-    n_devices = mesh.devices.size
-    if n_walkers // n_devices <= AUTO_CHUNK:
-        return None
-    return AUTO_CHUNK * n_devices
+    return auto_chunk(n_walkers, mesh.devices.size)
 
 
 def _all_finite(tree) -> Array:
