@@ -45,3 +45,20 @@ def test_update_matches_the_formula(max_norm):
         got = jax.flatten_util.ravel_pytree(updates)[0]
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-6 * np.abs(want).max())
         np.testing.assert_allclose(state.previous, previous, rtol=2e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [5, 32, 100, 256])  # unblocked, one block, uneven and even splits
+def test_cholesky_solve_matches_numpy(n):
+    from psijax.optim.spring import _cholesky, _solve_spd
+
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=(n, 2 * n))
+    matrix = a @ a.T / (2 * n) + 1e-3 * np.eye(n)
+    rhs = rng.normal(size=n)
+    lower = jax.jit(_cholesky)(jnp.asarray(matrix, jnp.float32))
+    np.testing.assert_allclose(lower, np.linalg.cholesky(matrix), atol=2e-4)
+    x = jax.jit(_solve_spd)(jnp.asarray(matrix, jnp.float32), jnp.asarray(rhs, jnp.float32))
+    want = np.linalg.solve(matrix, rhs)
+    np.testing.assert_allclose(x, want, rtol=0, atol=1e-3 * np.abs(want).max())
+    not_pd = jax.jit(_solve_spd)(-jnp.eye(n), jnp.ones(n))
+    assert not np.all(np.isfinite(not_pd))

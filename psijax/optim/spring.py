@@ -77,6 +77,47 @@ def spring(
 
 
 def _solve_spd(matrix: Array, rhs: Array) -> Array:
-    """``matrix^-1 rhs`` for a symmetric positive definite ``matrix``."""
-    factor = jax.scipy.linalg.cho_factor(matrix)
-    return jax.scipy.linalg.cho_solve(factor, rhs)
+    """``matrix^-1 rhs`` for a symmetric positive definite ``matrix`` (NaN if it is not)."""
+    lower = _cholesky(matrix)
+    solve = jax.lax.linalg.triangular_solve
+    y = solve(lower, rhs[:, None], left_side=True, lower=True)
+    return solve(lower, y, left_side=True, lower=True, transpose_a=True)[:, 0]
+
+
+# Below this size the factor is computed in XLA (recursive blocks of _BLOCK columns).
+# LAPACK's potrf runs on OpenBLAS' own threads, which compete with XLA's thread pool:
+# on the 2-core CPU it took 0.4 ms alone but 20-210 ms inside the training step and
+# under load, against ~1 ms for this version (benchmarks/vmc_step.py, jax.profiler).
+_MAX_XLA_CHOLESKY = 1024
+_BLOCK = 32
+
+
+def _cholesky(a: Array) -> Array:
+    """Lower Cholesky factor of a symmetric positive definite ``a``."""
+    n = a.shape[0]
+    if n > _MAX_XLA_CHOLESKY:
+        return jnp.linalg.cholesky(a)
+    if n <= _BLOCK:
+        return _cholesky_unblocked(a)
+    h = max(n // 2 // _BLOCK, 1) * _BLOCK
+    l11 = _cholesky(a[:h, :h])
+    l21 = jax.lax.linalg.triangular_solve(
+        l11, a[h:, :h], left_side=False, lower=True, transpose_a=True
+    )
+    l22 = _cholesky(a[h:, h:] - l21 @ l21.T)
+    top = jnp.concatenate([l11, jnp.zeros((h, n - h), a.dtype)], axis=1)
+    return jnp.concatenate([top, jnp.concatenate([l21, l22], axis=1)], axis=0)
+
+
+def _cholesky_unblocked(a: Array) -> Array:
+    """Outer-product Cholesky, one column per iteration (for small blocks)."""
+    n = a.shape[0]
+    rows = jnp.arange(n)
+
+    def column(j, carry):
+        a, lower = carry
+        col = a[:, j] / jnp.sqrt(a[j, j])
+        col = jnp.where(rows >= j, col, 0.0)
+        return a - col[:, None] * col[None, :], lower.at[:, j].set(col)
+
+    return jax.lax.fori_loop(0, n, column, (a, jnp.zeros_like(a)))[1]
