@@ -64,9 +64,17 @@ def init_walkers(
     up, down = electrons_per_atom(molecule)
     atoms = np.arange(molecule.n_atoms)
     owner = np.concatenate([np.repeat(atoms, up), np.repeat(atoms, down)])
-    centers = jnp.asarray(molecule.nuclear_positions[owner], dtype)
-    noise = jax.random.normal(key, (n_walkers, molecule.n_electrons, 3), dtype)
-    return centers + jnp.asarray(spread, dtype) * noise
+    centers = np.asarray(molecule.nuclear_positions[owner])
+    return _gaussian_walkers(key, centers, n_walkers, float(spread), jnp.dtype(dtype))
+
+
+# One small program compiled at level 0: a launch-time cost, not a hot-loop one.
+@functools.partial(
+    jax.jit, static_argnums=(2, 3, 4), compiler_options={"xla_backend_optimization_level": 0}
+)
+def _gaussian_walkers(key: Array, centers: np.ndarray, n_walkers: int, spread: float, dtype):
+    noise = jax.random.normal(key, (n_walkers, *centers.shape), dtype)
+    return centers.astype(dtype) + jnp.asarray(spread, dtype) * noise
 
 
 # ------------------------------------------------------------------------------- sampling

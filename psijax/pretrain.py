@@ -1,9 +1,13 @@
 """Supervised pretraining of the FermiNet orbitals on Hartree-Fock orbitals (pyscf).
 
 Hartree-Fock runs once on the host (pyscf UHF). Each pretraining step evaluates the occupied
-HF orbitals at the current walkers on the host, fits the network's orbital matrices to them
-with one optax step (jitted), then moves the walkers by Metropolis sampling of the *network's*
-|psi|^2, so that the fit covers the region the network will be trained on afterwards.
+HF orbitals at the current walkers, fits the network's orbital matrices to them with one optax
+step, then moves the walkers by Metropolis sampling of the *network's* |psi|^2, so that the fit
+covers the region the network will be trained on afterwards.
+
+The HF orbitals are evaluated in JAX from the basis' Gaussian exponents and contraction
+coefficients (`hf_orbitals`), so a whole chunk of steps is one compiled loop on the device:
+no host round trip per step, and walkers sharded over devices or processes never leave them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from psijax.ansatz.ferminet import FermiNet
-from psijax.batching import map_walkers
+from psijax.batching import auto_chunk, map_walkers
 from psijax.mcmc import adapt_width, metropolis
 from psijax.system import Molecule
 from psijax.types import Array, Params, Walkers
@@ -100,6 +104,50 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
     return HartreeFock(mol, up, down, energy, bool(mf.converged))
 
 
+# ------------------------------------------------------------------- HF orbitals in JAX
+# libcint's extra factor on cartesian s and p functions (1/sqrt(4 pi), sqrt(3 / (4 pi))).
+_COMMON_FACTOR = {0: 0.282094791773878143, 1: 0.488602511902919921}
+
+
+def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
+    """A JAX function with the values of `HartreeFock.orbitals`, in the walkers' dtype.
+
+    Cartesian Gaussians are evaluated shell by shell from pyscf's exponents and normalised
+    contraction coefficients (pyscf's AO order), and pyscf's cartesian-to-spherical map is
+    folded into the MO coefficients; the result matches ``mol.eval_gto`` to rounding.
+    """
+    from pyscf.gto import gto_norm
+
+    mol = hf.mol
+    shells = []
+    for b in range(mol.nbas):
+        ang, exponents = mol.bas_angular(b), mol.bas_exp(b)
+        norm = gto_norm(ang, exponents)[:, None] * _COMMON_FACTOR.get(ang, 1.0)
+        coeffs = mol.bas_ctr_coeff(b) * norm
+        powers = [(x, y, ang - x - y) for x in range(ang, -1, -1) for y in range(ang - x, -1, -1)]
+        shells.append((mol.bas_coord(b), exponents, coeffs, np.asarray(powers)))
+    to_basis = np.eye(mol.nao_cart()) if mol.cart else mol.cart2sph_coeff()
+    coeff_up, coeff_down = to_basis @ hf.coeff_up, to_basis @ hf.coeff_down
+    n_up = hf.n_up
+
+    def orbitals(r: Walkers) -> tuple[Array, Array]:
+        dtype = r.dtype
+        blocks = []
+        for center, exponents, coeffs, powers in shells:
+            d = r - jnp.asarray(center, dtype)  # [W, N, 3]
+            r2 = jnp.sum(d**2, axis=-1, keepdims=True)
+            radial = jnp.exp(-r2 * jnp.asarray(exponents, dtype)) @ jnp.asarray(coeffs, dtype)
+            angular = jnp.prod(d[..., None, :] ** jnp.asarray(powers, dtype), axis=-1)
+            block = radial[..., :, None] * angular[..., None, :]  # [W, N, contraction, xyz]
+            blocks.append(block.reshape(*r.shape[:-1], -1))
+        ao = jnp.concatenate(blocks, axis=-1)  # [W, N, n_ao_cart]
+        up = ao[:, :n_up] @ jnp.asarray(coeff_up, dtype)
+        down = ao[:, n_up:] @ jnp.asarray(coeff_down, dtype)
+        return up, down
+
+    return orbitals
+
+
 # ------------------------------------------------------------------------------ loss, step
 def pretrain_loss(
     net: FermiNet, params: Params, walkers: Walkers, targets_up: Array, targets_down: Array
@@ -158,18 +206,44 @@ def make_pretrain_step(net: FermiNet, optimizer: optax.GradientTransformation) -
     return step
 
 
-def _make_move(
-    net: FermiNet, n_moves: int
-) -> Callable[[Array, Params, Walkers, Array], tuple[Walkers, Array]]:
-    """Jitted `n_moves` Metropolis moves under the network's |psi|^2, then width adaptation."""
+# Pretraining steps per compiled call; the callback sees their losses after each call.
+CHUNK = 25
+
+
+def _make_chunk(
+    net: FermiNet,
+    optimizer: optax.GradientTransformation,
+    targets: Callable[[Walkers], tuple[Array, Array]],
+    n_moves: int,
+    chunk: int | None,
+) -> Callable[..., tuple[Params, optax.OptState, Walkers, Array, Array]]:
+    """Jitted: steps ``start .. start + count - 1`` (count <= CHUNK) of fit, move, adapt.
+
+    Returns (params, opt_state, walkers, width, losses [CHUNK], of which ``count`` are set).
+    """
 
     @jax.jit
-    def move(key: Array, params: Params, walkers: Walkers, width: Array) -> tuple[Walkers, Array]:
-        log_abs = lambda x: map_walkers(net.log_abs, params, x)
-        walkers, _, stats = metropolis(key, log_abs, walkers, log_abs(walkers), width, n_moves)
-        return walkers, adapt_width(width, stats.acceptance)
+    def run(key, start, count, params, opt_state, walkers, width):
+        def body(j, carry):
+            params, opt_state, walkers, width, losses = carry
+            up, down = targets(walkers)
+            loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
+                net, params, walkers, up, down
+            )
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            log_abs = lambda x: map_walkers(net.log_abs, params, x, chunk_size=chunk)
+            walkers, _, stats = metropolis(
+                jax.random.fold_in(key, start + j), log_abs, walkers, log_abs(walkers), width,
+                n_moves,
+            )  # fmt: skip
+            width = adapt_width(width, stats.acceptance)
+            return params, opt_state, walkers, width, losses.at[j].set(loss.astype(losses.dtype))
 
-    return move
+        losses = jnp.zeros((CHUNK,), walkers.dtype)
+        return jax.lax.fori_loop(0, count, body, (params, opt_state, walkers, width, losses))
+
+    return run
 
 
 # ------------------------------------------------------------------------------------ loop
@@ -196,8 +270,8 @@ def pretrain(
 ) -> tuple[Params, Walkers, np.ndarray]:
     """Fit the network's orbitals to UHF orbitals for `steps` Adam steps, sampling as it goes.
 
-    Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs after each
-    step (it syncs with the device, which the host-side HF targets need anyway).
+    Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs for every step,
+    in order, after each chunk of `CHUNK` steps (one host sync per chunk).
     Returns (params, walkers, losses [steps] as numpy).
     """
     if steps < 0:
@@ -212,23 +286,24 @@ def pretrain(
     hf = hartree_fock(molecule, basis)
     optimizer = optax.adam(learning_rate)
     opt_state = optimizer.init(params)
-    step = make_pretrain_step(net, optimizer)
-    move = _make_move(net, n_moves)
     walkers = jnp.asarray(walkers)
     sharding = walkers.sharding
+    chunk = auto_chunk(walkers.shape[0], len(sharding.device_set))
+    run = _make_chunk(net, optimizer, hf_orbitals(hf), n_moves, chunk)
     # Parameters and width come back replicated on the walkers' mesh: put them there now
-    # so that the first step compiles the same program as all the others.
+    # so that the first chunk compiles the same program as all the others.
     params, opt_state, width_arr = _replicate(
         (params, opt_state, jnp.asarray(width, walkers.dtype)), sharding
     )
     losses = []
-    for i in range(steps):
-        up, down = hf.orbitals(np.asarray(jax.device_get(walkers)))
-        up = jax.device_put(up.astype(walkers.dtype), sharding)
-        down = jax.device_put(down.astype(walkers.dtype), sharding)
-        params, opt_state, loss = step(params, opt_state, walkers, up, down)
-        walkers, width_arr = move(jax.random.fold_in(key, i), params, walkers, width_arr)
-        losses.append(loss)
+    for start in range(0, steps, CHUNK):
+        count = min(CHUNK, steps - start)
+        params, opt_state, walkers, width_arr, chunk = run(
+            key, start, count, params, opt_state, walkers, width_arr
+        )
+        chunk = np.asarray(jax.device_get(chunk[:count]), dtype=np.float64)
+        losses.append(chunk)
         if callback is not None:
-            callback(i, float(loss))
-    return params, walkers, np.asarray(jax.device_get(losses), dtype=np.float64)
+            for j, loss in enumerate(chunk):
+                callback(start + j, float(loss))
+    return params, walkers, np.concatenate(losses)

@@ -19,8 +19,8 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
 from psijax import mcmc, parallel
-from psijax.batching import map_walkers
-from psijax.loss import make_energy_loss
+from psijax.batching import auto_chunk, map_walkers
+from psijax.loss import EnergyStats, make_energy_loss
 from psijax.types import Array, Params, TrainState
 
 Metrics = dict[str, Array]
@@ -44,16 +44,29 @@ def make_step(
     state_template: TrainState,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """The jitted training step, sharded like ``state_template`` on ``mesh``."""
-    loss = make_energy_loss(
-        log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=config.chunk_size
-    )
+    chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
+    loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
 
     def flat_grad(params: Params, r: Array) -> Array:
         return ravel_pytree(jax.grad(log_abs)(params, r))[0]
 
+    def natural_gradient(params: Params, walkers: Array) -> tuple[Array, EnergyStats, Params, dict]:
+        """Energy, statistics, gradient and the optimiser's extra inputs from one jacobian.
+
+        The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
+        by the centered energies, so no second backward pass over the walkers is needed.
+        """
+        energy, stats = loss(params, walkers)  # the primal only: no backward pass here
+        jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
+        jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
+        n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
+        flat = (2.0 / n_finite) * (stats.centered @ jac)
+        grads = ravel_pytree(params)[1](flat)
+        return energy, stats, grads, dict(jacobian=jac, centered_energies=stats.centered)
+
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key = jax.random.split(state.key)
-        batch_log_abs = lambda w: map_walkers(log_abs, state.params, w)
+        batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
         walkers, log_abs_w, moves = mcmc.metropolis(
@@ -62,14 +75,11 @@ def make_step(
         )  # fmt: skip
         walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
         width = mcmc.adapt_width(state.width, moves.acceptance)
-        (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
-        extra = {}
         if config.natural_gradient:
-            jac = map_walkers(flat_grad, state.params, walkers, chunk_size=config.chunk_size)
-            extra = dict(
-                jacobian=jnp.where(stats.finite[:, None] > 0, jac, 0.0),
-                centered_energies=stats.centered,
-            )
+            energy, stats, grads, extra = natural_gradient(state.params, walkers)
+        else:
+            (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
+            extra = {}
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
         params = optax.apply_updates(state.params, updates)
         ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
@@ -117,6 +127,13 @@ def reset_lost_walkers(walkers: Array, log_abs: Array) -> tuple[Array, Array, Ar
     walkers = jnp.where(lost[:, None, None], walkers[donor], walkers)
     log_abs = jnp.where(lost, log_abs[donor], log_abs)
     return walkers, log_abs, jnp.sum(lost)
+
+
+def _walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
+    """The user's chunk size, or else the automatic one (``batching.auto_chunk``)."""
+    if config.chunk_size is not None:
+        return config.chunk_size
+    return auto_chunk(n_walkers, mesh.devices.size)
 
 
 def _all_finite(tree) -> Array:

@@ -12,7 +12,7 @@ from pyscf import scf
 
 from psijax.ansatz import FermiNet
 from psijax.mcmc import init_walkers
-from psijax.pretrain import hartree_fock, pretrain, pretrain_loss
+from psijax.pretrain import HartreeFock, hartree_fock, hf_orbitals, pretrain, pretrain_loss
 from psijax.system import preset
 
 TINY = {"layers": ((8, 4),), "n_determinants": 2}
@@ -138,3 +138,33 @@ def test_zero_steps_returns_the_inputs_and_bad_molecule_is_refused():
     assert p is params and w is walkers and losses.shape == (0,)
     with pytest.raises(ValueError, match="electrons"):
         pretrain(jax.random.key(2), net, params, preset("Li"), walkers, steps=1)
+
+
+@pytest.mark.parametrize(
+    ("atoms", "basis", "spin", "cart"),
+    [
+        ("Li 0 0 0; H 0 0 3.015", "sto-6g", 0, False),
+        ("C 0 0 0; O 0 0 2.1", "cc-pvdz", 0, False),  # d shells: cartesian -> spherical
+        ("N 0 0 0", "cc-pvtz", 3, False),  # f shells, two contractions per shell
+        ("C 0 0 0; O 0 0 2.1", "6-31g*", 0, True),  # cartesian d
+    ],
+)
+def test_jax_hf_orbitals_match_pyscf(atoms, basis, spin, cart):
+    from pyscf import gto
+
+    jax.config.update("jax_enable_x64", True)
+    try:
+        mol = gto.M(atom=atoms, basis=basis, unit="bohr", spin=spin, cart=cart, verbose=0)
+        rng = np.random.default_rng(0)
+        n = mol.nelectron
+        n_up, n_down = (n + spin) // 2, (n - spin) // 2
+        hf = HartreeFock(
+            mol, rng.normal(size=(mol.nao, n_up)), rng.normal(size=(mol.nao, n_down)), 0.0
+        )
+        r = rng.normal(size=(3, n, 3)) * 1.5
+        want = hf.orbitals(r)
+        got = jax.jit(hf_orbitals(hf))(jnp.asarray(r))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+    finally:
+        jax.config.update("jax_enable_x64", False)

@@ -53,18 +53,71 @@ def spring(
         del params, extra
         _, unravel = ravel_pytree(grads)
         n = jacobian.shape[0]
-        o = (jacobian - jnp.mean(jacobian, axis=0)) / jnp.sqrt(n)
-        eps = -centered_energies / jnp.sqrt(n)
+        dtype = jacobian.dtype
+        scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
+        # The walker mean as a matrix-vector product, and every product with O as
+        # x @ O rather than O.T @ x: on XLA CPU a reduction or a transposed product
+        # over the walker axis of the [walkers, params] jacobian is ~10-50x slower
+        # than the equivalent row-major matrix-vector product (benchmarks/vmc_step.py).
+        mean = jnp.full((n,), 1.0 / n, dtype) @ jacobian
+        o = (jacobian - mean) * scale
+        eps = -centered_energies * scale
         zeta = eps - momentum * (o @ state.previous)
-        solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else o.dtype
+        solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
         o_wide = o.astype(solve_dtype)
         gram = o_wide @ o_wide.T + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
-        factor = jax.scipy.linalg.cho_factor(gram)
-        x = jax.scipy.linalg.cho_solve(factor, zeta.astype(solve_dtype)).astype(o.dtype)
-        phi = o.T @ x + momentum * state.previous
+        x = _solve_spd(gram, zeta.astype(solve_dtype)).astype(dtype)
+        phi = x @ o + momentum * state.previous
         step = schedule(state.count) * phi
         norm = jnp.linalg.norm(step)
         step = step * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
         return unravel(step), SpringState(phi, state.count + 1)
 
     return optax.GradientTransformationExtraArgs(init, update)
+
+
+def _solve_spd(matrix: Array, rhs: Array) -> Array:
+    """``matrix^-1 rhs`` for a symmetric positive definite ``matrix`` (NaN if it is not)."""
+    lower = _cholesky(matrix)
+    solve = jax.lax.linalg.triangular_solve
+    y = solve(lower, rhs[:, None], left_side=True, lower=True)
+    return solve(lower, y, left_side=True, lower=True, transpose_a=True)[:, 0]
+
+
+# Below this size the factor is computed in XLA (recursive blocks of _BLOCK columns).
+# LAPACK's potrf runs on OpenBLAS' own threads, which compete with XLA's thread pool:
+# on the 2-core CPU it took 0.4 ms alone but 20-210 ms inside the training step and
+# under load, against ~1 ms for this version (benchmarks/vmc_step.py, jax.profiler).
+_MAX_XLA_CHOLESKY = 1024
+_BLOCK = 32
+
+
+def _cholesky(a: Array) -> Array:
+    """Lower Cholesky factor of a symmetric positive definite ``a``."""
+    n = a.shape[0]
+    if n > _MAX_XLA_CHOLESKY:
+        return jnp.linalg.cholesky(a)
+    if n <= _BLOCK:
+        return _cholesky_unblocked(a)
+    h = max(n // 2 // _BLOCK, 1) * _BLOCK
+    l11 = _cholesky(a[:h, :h])
+    l21 = jax.lax.linalg.triangular_solve(
+        l11, a[h:, :h], left_side=False, lower=True, transpose_a=True
+    )
+    l22 = _cholesky(a[h:, h:] - l21 @ l21.T)
+    top = jnp.concatenate([l11, jnp.zeros((h, n - h), a.dtype)], axis=1)
+    return jnp.concatenate([top, jnp.concatenate([l21, l22], axis=1)], axis=0)
+
+
+def _cholesky_unblocked(a: Array) -> Array:
+    """Outer-product Cholesky, one column per iteration (for small blocks)."""
+    n = a.shape[0]
+    rows = jnp.arange(n)
+
+    def column(j, carry):
+        a, lower = carry
+        col = a[:, j] / jnp.sqrt(a[j, j])
+        col = jnp.where(rows >= j, col, 0.0)
+        return a - col[:, None] * col[None, :], lower.at[:, j].set(col)
+
+    return jax.lax.fori_loop(0, n, column, (a, jnp.zeros_like(a)))[1]
