@@ -65,7 +65,10 @@ def init_walkers(
     atoms = np.arange(molecule.n_atoms)
     owner = np.concatenate([np.repeat(atoms, up), np.repeat(atoms, down)])
     centers = np.asarray(molecule.nuclear_positions[owner])
-    return _gaussian_walkers(key, centers, n_walkers, float(spread), jnp.dtype(dtype))
+    gaussian = _gaussian_walkers
+    if isinstance(key, jax.core.Tracer):  # inside jit: nested jits take no compiler options
+        gaussian = _gaussian_walkers.__wrapped__
+    return gaussian(key, centers, n_walkers, float(spread), jnp.dtype(dtype))
 
 
 # One small program compiled at level 0: a launch-time cost, not a hot-loop one.

@@ -71,3 +71,22 @@ def to_host(x: jax.Array) -> np.ndarray:
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def check_on_lead(check) -> None:
+    """Run ``check()`` on process 0 only (e.g. about files process 0 alone writes); if it
+    raises ``InputError`` there, every process raises, so that none is left waiting."""
+    error = None
+    if jax.process_index() == 0:
+        try:
+            check()
+        except InputError as err:
+            error = err
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        failed = bool(multihost_utils.broadcast_one_to_all(np.int32(error is not None)))
+        if failed and error is None:
+            raise InputError("process 0 refused to start; see its error message for the fix")
+    if error is not None:
+        raise error

@@ -99,7 +99,7 @@ def train(
         molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
     out = Path(config.out)
     if not resume:
-        rundir.check_new(out, force)
+        parallel.check_on_lead(lambda: rundir.check_new(out, force))
 
     net = FermiNet(
         molecule.n_up,

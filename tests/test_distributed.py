@@ -21,7 +21,7 @@ def energies(run_dir) -> np.ndarray:
 
 
 def test_two_processes_match_one_process_and_resume_on_one(tmp_path):
-    config = tiny_config(tmp_path, steps=6, checkpoint_every=3, pretrain_steps=0)
+    config = tiny_config(tmp_path, steps=6, checkpoint_every=3)
     one = tmp_path / "one"
     single = psijax("train", "--config", config, "--out", one, "--quiet", devices=4)
     assert single.returncode == 0, single.stderr
