@@ -11,6 +11,7 @@ basis or checkpoint raises ``InputError`` and leaves the run directory as it was
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from pathlib import Path
@@ -131,9 +132,13 @@ def train(
     show = Progress(config.steps, enabled=progress and lead)
     checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
     with StopSignals() as signals:
-        if state is None:
-            state = fresh_state(net, optimizer, molecule, config, mesh, show)
-        step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+        step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, template)
+        # Compile the step (the largest launch cost) while pretraining and burn-in run.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            compiling = pool.submit(lambda: step.lower(template).compile())
+            if state is None:
+                state = fresh_state(net, optimizer, molecule, config, mesh, show)
+            step = compiling.result()
         loop = Loop(
             step=step,
             n_steps=config.steps,

@@ -88,9 +88,10 @@ def test_vmc_gradient_estimator_matches_its_formula():
     params = NET.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, 8)
     loss = make_energy_loss(NET.log_abs, LOCAL_ENERGY, clip_scale=None)
-    (_, stats), grad = jax.value_and_grad(loss, has_aux=True)(params, walkers)
-    e = map_walkers(LOCAL_ENERGY, params, walkers)
-    per_walker = jax.vmap(jax.grad(NET.log_abs), in_axes=(None, 0))(params, walkers)
+    # jitted: run eagerly, every operation of the Laplacian compiles on its own (minutes)
+    (_, stats), grad = jax.jit(jax.value_and_grad(loss, has_aux=True))(params, walkers)
+    e = jax.jit(map_walkers, static_argnums=0)(LOCAL_ENERGY, params, walkers)
+    per_walker = jax.jit(jax.vmap(jax.grad(NET.log_abs), in_axes=(None, 0)))(params, walkers)
     expected = jax.tree.map(
         lambda g: 2 * jnp.mean((e - e.mean()).reshape(-1, *[1] * (g.ndim - 1)) * g, axis=0),
         per_walker,
@@ -124,7 +125,7 @@ def test_natural_gradient_step_reports_the_vmc_gradient_of_its_walkers():
     params = jax.device_get(state.params)
     state, m = step(state)
     loss = make_energy_loss(NET.log_abs, LOCAL_ENERGY)
-    (energy, _), grads = jax.value_and_grad(loss, has_aux=True)(params, state.walkers)
+    (energy, _), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(params, state.walkers)
     np.testing.assert_allclose(m["energy"], energy, rtol=1e-5)
     np.testing.assert_allclose(m["grad_norm"], optax.tree.norm(grads), rtol=1e-4)
 
