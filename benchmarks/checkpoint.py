@@ -28,7 +28,6 @@ import jax
 
 from psijax import checkpoint, parallel, system, vmc
 from psijax import config as config_lib
-from psijax.ansatz import FermiNet
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.report import Progress
 from psijax.training import make_step
@@ -42,10 +41,7 @@ def measure(name: str, n_steps: int) -> dict[str, float]:
     config = config_lib.Config(system=name, pretrain_steps=0, burn_in_steps=2)
     molecule = system.resolve(name)
     mesh = parallel.make_mesh()
-    net = FermiNet(
-        molecule.n_up, molecule.n_down, tuple(map(tuple, molecule.nuclear_positions.tolist())),
-        layers=config.layers, n_determinants=config.determinants,
-    )  # fmt: skip
+    net = vmc.build_network(molecule, config)
     op = vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
     optimizer = vmc.make_optimizer(config)

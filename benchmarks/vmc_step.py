@@ -34,8 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from psijax import config as config_lib  # noqa: E402
-from psijax import mcmc, parallel, pretrain, system  # noqa: E402
-from psijax.ansatz import FermiNet  # noqa: E402
+from psijax import mcmc, parallel, pretrain, system, vmc  # noqa: E402
 from psijax.batching import map_walkers  # noqa: E402
 from psijax.hamiltonian import coulomb_potential, make_local_energy  # noqa: E402
 from psijax.loss import make_energy_loss  # noqa: E402
@@ -44,7 +43,6 @@ from psijax.types import TrainState  # noqa: E402
 from psijax.vmc import laplacian_operator, make_optimizer  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
-
 
 step_fn_cache: dict = {}
 
@@ -108,13 +106,7 @@ def main() -> None:
         config.system, charge=config.charge, spin=config.spin, unit=config.unit
     )
     mesh = parallel.make_mesh(config.devices)
-    net = FermiNet(
-        molecule.n_up,
-        molecule.n_down,
-        tuple(map(tuple, molecule.nuclear_positions.tolist())),
-        layers=config.layers,
-        n_determinants=config.determinants,
-    )
+    net = vmc.build_network(molecule, config)
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = jax.device_put(net.init(keys[0], jnp.float32), parallel.replicated(mesh))
     walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)

@@ -61,6 +61,17 @@ def make_optimizer(config: config_lib.Config):
     return optim.adam(learning_rate=config.lr, decay_steps=config.decay_steps)
 
 
+def build_network(molecule: system.Molecule, config: config_lib.Config) -> FermiNet:
+    """The FermiNet ``config`` asks for, for ``molecule``."""
+    return FermiNet(
+        molecule.n_up,
+        molecule.n_down,
+        tuple(map(tuple, molecule.nuclear_positions.tolist())),
+        layers=config.layers,
+        n_determinants=config.determinants,
+    )
+
+
 def make_config(
     config: config_lib.Config | None = None, *, resume: bool = False, **overrides
 ) -> config_lib.Config:
@@ -102,13 +113,7 @@ def train(
     if not resume:
         parallel.check_on_lead(lambda: rundir.check_new(out, force))
 
-    net = FermiNet(
-        molecule.n_up,
-        molecule.n_down,
-        tuple(map(tuple, molecule.nuclear_positions.tolist())),
-        layers=config.layers,
-        n_determinants=config.determinants,
-    )
+    net = build_network(molecule, config)
     op = laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
     optimizer = make_optimizer(config)
