@@ -47,3 +47,18 @@ def start(*args: str | Path, devices: int = 1) -> subprocess.Popen:
 def metrics(run_dir: Path, drop=("seconds",)) -> list[dict[str, str]]:
     with open(run_dir / "metrics.csv", newline="") as f:
         return [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(f)]
+
+
+def orbax_read_noise(unraisable) -> bool:
+    """What orbax/tensorstore leave behind after failing to read a damaged checkpoint:
+    futures completed on the asyncio loop orbax has closed, and its own never-awaited
+    coroutines. Benign; psijax has already reported the damage."""
+    if isinstance(unraisable.exc_value, RuntimeError):
+        return "Event loop is closed" in str(unraisable.exc_value)
+    code = getattr(unraisable.object, "cr_code", None)
+    return (
+        isinstance(unraisable.exc_value, RuntimeWarning)
+        and "was never awaited" in str(unraisable.exc_value)
+        and code is not None
+        and "orbax" in code.co_filename
+    )
