@@ -1,0 +1,53 @@
+"""Laplacian operators for scalar functions of one walker, for any JAX model.
+
+An operator ``op`` turns ``f: x -> ()`` into ``op(f): x -> (f(x), grad f(x), lap f(x))``
+with shapes ``()``, ``x.shape``, ``()``. Parameters are closed over
+(``functools.partial(log_psi, params)``), so ``jax.grad`` with respect to them works
+through every operator.
+
+Every operator is correct and differentiable, for any function built from JAX
+primitives, with no mesh, under ``jit`` with walkers sharded on an Auto mesh, on
+Explicit meshes (batched by ``jax.vmap`` or ``psijax.batching.map_walkers``) and
+inside ``shard_map``. docs/laplacian.md says which to pick; docs/compatibility.md
+lists the upstream defects psijax works around, each with a minimal reproducer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from psijax.laplacian._explicit import Derivatives
+from psijax.laplacian.operators import Forward, ForwardSparse, Hessian, Loop
+from psijax.types import Array, ScalarFn
+
+
+class LaplacianOperator(Protocol):
+    """``op(f)(x) -> (f(x), grad_f(x), lap_f(x))`` for one walker ``x``."""
+
+    def __call__(self, f: ScalarFn) -> Callable[[Array], Derivatives]: ...
+
+
+OPERATORS: dict[str, type] = {
+    "forward": Forward,
+    "forward-sparse": ForwardSparse,
+    "loop": Loop,
+    "hessian": Hessian,
+}
+
+
+def default_operator(n_electrons: int, *, differentiable: bool = False) -> LaplacianOperator:
+    """The fastest correct operator for a walker of ``n_electrons`` (docs/benchmarks.md)."""
+    del n_electrons, differentiable
+    return Forward()
+
+
+__all__ = [
+    "Derivatives",
+    "Forward",
+    "ForwardSparse",
+    "Hessian",
+    "LaplacianOperator",
+    "Loop",
+    "default_operator",
+]

@@ -1,0 +1,201 @@
+"""Driving folx's forward-Laplacian interpreter so that it works in every context.
+
+folx interprets a jaxpr equation by equation: equations that touch the walker go
+through its rules, the others are bound as they are (and, with sparsity on,
+evaluated eagerly so that index arrays stay concrete). Two things break that
+inside ``shard_map`` (docs/compatibility.md #1 and #7):
+
+- a jaxpr traced on a non-varying walker has no casts, so when folx binds an
+  equation that mixes a walker-dependent value carrying no derivative (the signs
+  of ``slogdet``, a comparison, an integer) with a parameter-dependent one, JAX
+  rejects the mix of varying and non-varying operands;
+- a jaxpr traced on the varying walker has the casts (``pvary``), but casts of
+  constants cannot be evaluated eagerly, and folx's sparse mode then calls
+  ``exit()``.
+
+So the jaxpr is traced on the walker as it is (JAX inserts every cast exactly
+where ``jnp`` would), split into the equations that depend on the walker and
+those that do not, and only the first kind is handed to folx. The others are
+evaluated here first: eagerly where their inputs are concrete (so folx still sees
+concrete index arrays), in the enclosing trace otherwise (parameters, casts).
+folx never evaluates anything eagerly, and every equation it binds is well typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+from folx.api import FwdLaplArray
+from folx.interpreter import eval_jaxpr_with_forward_laplacian, init_forward_laplacian_state
+from folx.wrapped_functions import get_laplacian
+
+from psijax.errors import UnsupportedError
+from psijax.types import Array, ScalarFn
+
+Literal = jax.extend.core.Literal
+ClosedJaxpr = jax.extend.core.ClosedJaxpr
+_JITS = ("jit", "pjit")
+# Casts of a value to varying over mesh axes exist only inside shard_map: never eager.
+_CASTS = ("pvary", "pcast")
+
+
+def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[Array, Array, Array]:
+    """(f(x), grad f(x), lap f(x)) by folx's forward Laplacian; see the module docstring."""
+    if sparsity_threshold > 0 and not _eager_evaluation_works():
+        sparsity_threshold = 0  # folx's sparsity bookkeeping needs it (#4): go dense
+    flat = x.reshape(-1)
+    flat_f = lambda y: f(y.reshape(x.shape))
+    closed = jax.make_jaxpr(flat_f)(flat)
+    closed = jax.make_jaxpr(_flatten(closed))(flat)
+    walker_part = _walker_part(closed, flat)
+    state = init_forward_laplacian_state(flat, sparsity=sparsity_threshold > 0, weights=1.0)
+    try:
+        (out,) = eval_jaxpr_with_forward_laplacian(
+            walker_part.jaxpr, walker_part.consts, *state, sparsity_threshold=sparsity_threshold
+        )
+    except SystemExit:  # folx ends the process when an eager evaluation fails (#1)
+        raise UnsupportedError(
+            "folx's sparse forward Laplacian tried to end the process while tracing this "
+            "function; use laplacian.Forward() (dense) or laplacian.Loop() for it"
+        ) from None
+    if not isinstance(out, FwdLaplArray):  # f does not depend on x
+        return out, jnp.zeros_like(x), jnp.zeros_like(out)
+    return out.x, out.jacobian.dense_array.reshape(x.shape), out.laplacian
+
+
+def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
+    """A function re-tracing ``closed`` with the walker-dependent nested jits inlined and
+    walker-dependent scans unrolled.
+
+    folx recurses into a jit it has no rule for anyway; inlining it here lets the split
+    below see the constants inside it (jits that folx has a rule for by name, such as
+    ``slogdet``, ``det``, ``inv``, ``solve``, ``softplus``, are kept). folx's own scan
+    rule fails on a loop counter (``fori_loop``: a concrete initial carry that becomes a
+    tracer), on walker-dependent ``xs`` and on sparsity that changes between
+    iterations; unrolled, a scan is plain equations. Compile time then grows with
+    the scan's length, as it would for a Python loop.
+    """
+
+    def run(x: Array) -> list[Array]:
+        return _evaluate(closed.jaxpr, closed.consts, [x], [True])
+
+    def _evaluate(jaxpr, consts: Sequence, args: Sequence, depends: Sequence[bool]) -> list:
+        env = dict(zip(jaxpr.constvars, consts, strict=True))
+        env.update(zip(jaxpr.invars, args, strict=True))
+        dependent = {v for v, d in zip(jaxpr.invars, depends, strict=True) if d}
+        for eqn in jaxpr.eqns:
+            invals = [_read(env, v) for v in eqn.invars]
+            flags = [not isinstance(v, Literal) and v in dependent for v in eqn.invars]
+            name = eqn.primitive.name
+            if not any(flags):
+                out = _bind(eqn, invals)
+            elif name in _JITS and get_laplacian(eqn.params.get("name", "")) is None:
+                sub = eqn.params["jaxpr"]
+                out = _evaluate(sub.jaxpr, sub.consts, invals, flags)
+            elif name == "scan" and eqn.params["length"] > 0:
+                out = _unroll(eqn, invals, flags)
+            else:
+                out = _bind(eqn, invals)
+            if any(flags):
+                dependent.update(eqn.outvars)
+            env.update(zip(eqn.outvars, out, strict=True))
+        return [_read(env, v) for v in jaxpr.outvars]
+
+    def _unroll(eqn, invals: list, flags: list[bool]) -> list:
+        p = eqn.params
+        n_consts, n_carry, body = p["num_consts"], p["num_carry"], p["jaxpr"]
+        consts, carry = invals[:n_consts], invals[n_consts : n_consts + n_carry]
+        xs = invals[n_consts + n_carry :]
+        # Every carry may depend on the walker after the first step: say so for all.
+        depends = [*flags[:n_consts], *([True] * n_carry), *flags[n_consts + n_carry :]]
+        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        ys = []
+        for t in steps:
+            x_t = [jax.lax.index_in_dim(x, t, keepdims=False) for x in xs]
+            out = _evaluate(body.jaxpr, body.consts, [*consts, *carry, *x_t], depends)
+            carry = out[:n_carry]
+            ys.append(out[n_carry:])
+        if p["reverse"]:
+            ys.reverse()
+        return [*carry, *(jnp.stack(y) for y in zip(*ys, strict=True))]
+
+    return run
+
+
+def _walker_part(closed: ClosedJaxpr, flat: Array) -> ClosedJaxpr:
+    """The equations of ``closed`` that depend on its input, with every other value
+    computed now and passed in as a constant."""
+    jaxpr = closed.jaxpr
+    known = dict(zip(jaxpr.constvars, closed.consts, strict=True))
+    depends = set(jaxpr.invars)
+    walker_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, Literal) and v in depends for v in eqn.invars):
+            depends.update(eqn.outvars)
+            walker_eqns.append(eqn)
+        else:
+            out = _known(eqn, [_read(known, v) for v in eqn.invars])
+            known.update(zip(eqn.outvars, out, strict=True))
+
+    def run(y: Array) -> list[Array]:
+        env = dict(known)
+        env.update(zip(jaxpr.invars, [y], strict=True))
+        for eqn in walker_eqns:
+            out = _bind(eqn, [_read(env, v) for v in eqn.invars])
+            env.update(zip(eqn.outvars, out, strict=True))
+        return [_read(env, v) for v in jaxpr.outvars]
+
+    return jax.make_jaxpr(run)(flat)
+
+
+_NO_MESH = jax.sharding.AbstractMesh((), ())
+
+
+def _known(eqn, invals: list) -> list:
+    """An equation that does not depend on the walker: eagerly if its inputs are
+    concrete, else staged in the enclosing trace.
+
+    Eager evaluation happens on host copies under an empty abstract mesh: inside
+    ``shard_map`` under ``set_mesh`` JAX cannot run a computation eagerly in the
+    context mesh (docs/compatibility.md #4).
+    """
+    concrete = not any(isinstance(v, jax.core.Tracer) for v in invals)
+    if concrete and eqn.primitive.name not in _CASTS:
+        host = [np.asarray(v) if isinstance(v, jax.Array) else v for v in invals]
+        try:
+            with jax.ensure_compile_time_eval(), jax.sharding.use_abstract_mesh(_NO_MESH):
+                return [np.asarray(v) for v in _bind(eqn, host)]
+        except Exception:  # e.g. a sharding parameter naming a mesh axis: stage it instead
+            pass
+    return _bind(eqn, invals)
+
+
+def _bind(eqn, invals: Sequence) -> list:
+    """Bind ``eqn``'s primitive on ``invals``; always a list of outputs."""
+    bound = eqn.primitive.get_bind_params(eqn.params)
+    subfuns, params = ((), bound) if isinstance(bound, dict) else bound  # JAX >= 0.9.2: dict
+    out = eqn.primitive.bind(*subfuns, *invals, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def _eager_evaluation_works() -> bool:
+    """Whether JAX can evaluate a computation eagerly in the current context.
+
+    folx tracks sparsity by evaluating index bookkeeping eagerly. Inside ``shard_map``
+    under ``jax.set_mesh`` JAX cannot (an internal AssertionError, compatibility.md
+    #4), so there ``ForwardSparse`` computes the dense forward Laplacian instead.
+    """
+    try:
+        with jax.ensure_compile_time_eval():
+            jnp.asarray(np.zeros(1, np.float32)) + 1.0
+    except AssertionError:
+        return False
+    return True
+
+
+def _read(env: dict, v):
+    return v.val if isinstance(v, Literal) else env[v]
