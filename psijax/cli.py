@@ -31,6 +31,11 @@ FLAGS = {
     "--checkpoint-minutes": ("checkpoint_minutes", float, "minutes between checkpoints"),
     "--keep-checkpoints": ("keep_checkpoints", int, "newest checkpoints to keep"),
     "--max-rejected": ("max_rejected", int, "rejected steps in a row that stop the run"),
+    "--compilation-cache": (
+        "compilation_cache",
+        str,
+        "directory of compiled programs reused by later runs ('': off)",
+    ),
 }
 # Per-process launch settings of a multi-process job (not part of the run's config).
 DISTRIBUTED = {

@@ -49,6 +49,7 @@ class Config:
     # (a checkpoint is always written at the end and on SIGTERM/SIGINT)
     keep_checkpoints: int = 3  # newest checkpoints kept
     max_rejected: int = 20  # rejected (non-finite) steps in a row that stop the run
+    compilation_cache: str = "~/.cache/psijax/xla"  # compiled programs kept here; "": none
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
@@ -95,6 +96,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 RESUMABLE = frozenset({
     "steps", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
+    "compilation_cache",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 

@@ -62,7 +62,9 @@ def make_step(
         n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
         flat = (2.0 / n_finite) * (stats.centered @ jac)
         grads = ravel_pytree(params)[1](flat)
-        return energy, stats, grads, dict(jacobian=jac, centered_energies=stats.centered)
+        extra = dict(jacobian=jac, centered_energies=stats.centered)
+        # the optimiser may split its work over the walker axis (SPRING: never all of jac)
+        return energy, stats, grads, dict(extra, mesh=mesh, axis=parallel.WALKER_AXIS)
 
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key = jax.random.split(state.key)

@@ -24,6 +24,7 @@ from psijax import checkpoint, laplacian, mcmc, optim, parallel, pretrain, rundi
 from psijax import config as config_lib
 from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
+from psijax.compile_cache import use_compilation_cache
 from psijax.errors import InputError
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
@@ -102,6 +103,7 @@ def train(
     """
     started = time.perf_counter()
     config = make_config(config, resume=resume, **overrides)
+    use_compilation_cache(config.compilation_cache)
     molecule = system.resolve(
         config.system, charge=config.charge, spin=config.spin, unit=config.unit
     )

@@ -8,6 +8,13 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_backend_optimization_level=0"
 
+# Compiled programs are shared by the workers and the CLI subprocesses of one test
+# session, in a temporary directory: the suite never writes to ~/.cache/psijax.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="psijax-test-xla-")
+
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 4)

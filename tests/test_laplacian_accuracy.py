@@ -64,3 +64,18 @@ def test_default_operator_no_worse_than_loop_in_float32(op):
     # One walker of slack: the two methods round differently walker by walker.
     assert np.mean(ours > 1e-2) <= np.mean(loop > 1e-2) + 1 / N_WALKERS
     assert np.percentile(ours, 90) <= 1.5 * np.percentile(loop, 90)
+
+
+def test_default_operator_past_the_sparse_threshold_is_exact():
+    """From SPARSE_FROM electrons the default tracks sparsity: same kinetic energy as the
+    dense Hessian trace to float64 rounding, on a 10-electron FermiNet."""
+    n = laplacian.SPARSE_FROM + 1
+    op = laplacian.default_operator(n)
+    assert isinstance(op, laplacian.ForwardSparse)
+    net = FermiNet(n // 2, n - n // 2, ((0.0, 0.0, 0.0), (0.0, 0.0, 1.4)),
+                   layers=((8, 4),), n_determinants=2)  # fmt: skip
+    with jax.enable_x64(True):
+        params = net.init(jax.random.PRNGKey(0), jnp.float64)
+        w = jax.random.normal(jax.random.PRNGKey(1), (3, n, 3), jnp.float64)
+        energy = lambda o: jax.jit(jax.vmap(lambda r: kinetic_energy(o, net.log_abs, params, r)))
+        np.testing.assert_allclose(energy(op)(w), energy(laplacian.Hessian())(w), rtol=1e-9)

@@ -6,18 +6,26 @@ and eps = -(E_L - E) / sqrt(W), each step solves the walkers x walkers system
     phi = O^T (O O^T + damping I + 1/W) ^-1 (eps - momentum O phi_prev) + momentum phi_prev
 
 and moves the parameters by lr * phi, capped at ``max_norm``. The Gram matrix is
-assembled with whatever collectives the walker sharding needs (under ``jit``
-GSPMD inserts them) and solved in float64 when x64 is enabled.
+solved in float64 when x64 is enabled.
+
+With walkers sharded over d devices (``mesh`` given), no device holds or moves the whole
+``[walkers, params]`` jacobian: each device re-lays its rows of O out as a column block
+(one ``all_to_all`` of W x P / d), forms its part of O O^T from those columns and the
+parts are summed (``psum`` of W x W); every device solves the small system and turns its
+column block into its slice of phi. Per-device memory and traffic fall as 1/d
+(benchmarks/step_scale.py; tests/test_spring_layout.py).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
+from jax.sharding import Mesh, PartitionSpec
 
 from psijax.optim.schedules import inverse_decay
 from psijax.types import Array
@@ -41,7 +49,8 @@ def spring(
     ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
     flattened like ``ravel_pytree(params)``) and ``centered_energies`` is
     ``[walkers]`` (clipped E_L minus its mean, 0 for dropped walkers, whose
-    jacobian rows must be 0 too).
+    jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis the walkers
+    are split along) the system is assembled from parameter blocks, see the module doc.
     """
     schedule = inverse_decay(learning_rate, decay_steps)
 
@@ -49,31 +58,85 @@ def spring(
         flat, _ = ravel_pytree(params)
         return SpringState(jnp.zeros_like(flat), jnp.zeros((), jnp.int32))
 
-    def update(grads, state, params=None, *, jacobian, centered_energies, **extra):
+    def update(
+        grads, state, params=None, *, jacobian, centered_energies, mesh=None, axis=None, **extra
+    ):
         del params, extra
         _, unravel = ravel_pytree(grads)
-        n = jacobian.shape[0]
-        dtype = jacobian.dtype
-        scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
-        # The walker mean as a matrix-vector product, and every product with O as
-        # x @ O rather than O.T @ x: on XLA CPU a reduction or a transposed product
-        # over the walker axis of the [walkers, params] jacobian is ~10-50x slower
-        # than the equivalent row-major matrix-vector product (benchmarks/vmc_step.py).
-        mean = jnp.full((n,), 1.0 / n, dtype) @ jacobian
-        o = (jacobian - mean) * scale
-        eps = -centered_energies * scale
-        zeta = eps - momentum * (o @ state.previous)
-        solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
-        o_wide = o.astype(solve_dtype)
-        gram = o_wide @ o_wide.T + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
-        x = _solve_spd(gram, zeta.astype(solve_dtype)).astype(dtype)
-        phi = x @ o + momentum * state.previous
+        split = mesh is not None and axis is not None and mesh.shape[axis] > 1
+        direction = functools.partial(_direction_split, mesh, axis) if split else _direction
+        phi = direction(
+            jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
+        )
         step = schedule(state.count) * phi
         norm = jnp.linalg.norm(step)
         step = step * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
         return unravel(step), SpringState(phi, state.count + 1)
 
     return optax.GradientTransformationExtraArgs(init, update)
+
+
+def _direction(
+    jacobian: Array,
+    centered: Array,
+    previous: Array,
+    *,
+    damping: float,
+    momentum: float,
+    n_walkers: int | None = None,
+    axis: str | None = None,
+) -> Array:
+    """phi for one device's data, or (``axis``) for rows split over ``axis``.
+
+    Unsplit: ``jacobian`` is ``[W, P]``. Split (inside ``shard_map``): ``jacobian`` holds
+    this device's rows ``[W / d, P]``; the result is this device's block of
+    ``phi - momentum * previous`` (columns ``[i P' / d, (i + 1) P' / d)`` of the
+    zero-padded P' = P rounded up to a multiple of d).
+    """
+    n = jacobian.shape[0] if n_walkers is None else n_walkers
+    dtype = jacobian.dtype
+    scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
+    total = lambda x: x if axis is None else jax.lax.psum(x, axis)
+    # The walker mean as a matrix-vector product, and every product with O as x @ O
+    # rather than O.T @ x: on XLA CPU a reduction or a transposed product over the walker
+    # axis of the [walkers, params] jacobian is ~10-50x slower than the equivalent
+    # row-major matrix-vector product (benchmarks/vmc_step.py).
+    mean = total(jnp.ones((jacobian.shape[0],), dtype) @ jacobian) / n
+    o = (jacobian - mean) * scale
+    zeta = -centered * scale - momentum * (o @ previous)
+    if axis is not None:
+        d = jax.lax.axis_size(axis)
+        o = jnp.pad(o, ((0, 0), (0, -o.shape[1] % d)))
+        # rows of this device -> all rows of this device's column block
+        o = jax.lax.all_to_all(o, axis, split_axis=1, concat_axis=0, tiled=True)
+        zeta = jax.lax.all_gather(zeta, axis, tiled=True)
+    solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
+    o_wide = o.astype(solve_dtype)
+    gram = total(o_wide @ o_wide.T) + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
+    x = _solve_spd(gram, zeta.astype(solve_dtype)).astype(dtype)
+    phi = x @ o
+    return phi if axis is not None else phi + momentum * previous
+
+
+def _direction_split(
+    mesh: Mesh,
+    axis: str,
+    jacobian: Array,
+    centered: Array,
+    previous: Array,
+    *,
+    damping: float,
+    momentum: float,
+) -> Array:
+    """``_direction`` with the walker rows split over ``axis`` of ``mesh``."""
+    body = functools.partial(
+        _direction, damping=damping, momentum=momentum, n_walkers=jacobian.shape[0], axis=axis
+    )
+    spec = PartitionSpec(axis)
+    blocks = jax.shard_map(body, mesh=mesh, in_specs=(spec, spec, PartitionSpec()), out_specs=spec)(
+        jacobian, centered, previous
+    )
+    return blocks[: jacobian.shape[1]] + momentum * previous
 
 
 def _solve_spd(matrix: Array, rhs: Array) -> Array:
