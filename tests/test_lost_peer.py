@@ -18,8 +18,6 @@ from runs import metrics, psijax, start, tiny_config
 
 from psijax import checkpoint, peers
 
-pytestmark = pytest.mark.slow
-
 PEER_TIMEOUT_S = 8  # --peer-timeout of these runs; the default is 120 s
 # Stated bound: a dead peer is reported at the next collective (well under a second here), a
 # hung one at most PEER_TIMEOUT_S + 1 s after its last completed step; 11 s more for a
@@ -71,6 +69,7 @@ def lose_process_1(tmp_path, signum: int) -> tuple[int, str, float]:
             p.communicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
 def test_a_lost_process_stops_the_run_with_one_line_and_the_resume_continues_exactly(
     tmp_path, signum, uninterrupted
@@ -95,6 +94,12 @@ def test_a_lost_process_stops_the_run_with_one_line_and_the_resume_continues_exa
     assert saved + 3 <= STEPS, "the peer was lost too late for this test's reference run"
     assert "Traceback" not in stderr and "stack trace" not in stderr
 
+    # a checkpoint whose writing the lost process interrupted: never renamed into place
+    in_flight = run / "checkpoints" / f"{saved + 3}.orbax-checkpoint-tmp"
+    (in_flight / "state").mkdir(parents=True, exist_ok=True)
+    (in_flight / "state" / "partial").write_bytes(b"\0" * 100)
+    assert checkpoint.newest_complete(run) == saved
+
     before = metrics(run)
     resumed = psijax("train", "--resume", run, "--steps", str(STEPS), "--quiet")
     assert resumed.returncode == 0, resumed.stderr  # the checkpoint is intact (checksums)
@@ -104,3 +109,88 @@ def test_a_lost_process_stops_the_run_with_one_line_and_the_resume_continues_exa
     energies = lambda rows: np.asarray([float(r["energy"]) for r in rows])
     # float32 sums over 2 devices (uninterrupted), 2 processes, then 1 device (resumed)
     np.testing.assert_allclose(energies(after), energies(uninterrupted), rtol=2e-5)
+
+
+WATCHED = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("peers", {path!r})  # alone: no JAX to import
+peers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(peers)
+watch = peers.PeerWatch("RUN", {timeout}, process=0, processes=2, step=7,
+                  newest_checkpoint=lambda: 6, before_exit=lambda: print("rows flushed"))
+with watch:
+    watch.arm()
+    for step in range(8, 8 + {beats}):
+        time.sleep({timeout} / 4)
+        watch.beat(step)
+    print("last beat", time.monotonic(), flush=True)
+    time.sleep({timeout} * 10)
+print("not stopped")
+"""
+
+
+def test_the_watchdog_stops_a_silent_run_after_the_timeout_and_not_before(tmp_path):
+    """Beats every quarter of the timeout keep it quiet; then it stops the process within the
+    timeout plus its polling interval (a tenth of the timeout) plus scheduling slack."""
+    import subprocess
+    import sys
+
+    timeout = 1.0
+    code = WATCHED.format(path=peers.__file__, timeout=timeout, beats=8)  # 2 timeouts of beats
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    ended = time.monotonic()
+    assert result.returncode == peers.EXIT_CODE, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "rows flushed" and "not stopped" not in result.stdout
+    silent = ended - float(lines[-2].split()[-1])
+    assert timeout < silent < timeout + 0.1 * timeout + 2.0, silent
+    assert result.stderr.splitlines() == [
+        "psijax: error: lost process 1 of 2 (no step completed for 1 s; it stopped or hangs) "
+        "after step 15; the newest intact checkpoint is step 6; continue with: psijax train "
+        "--resume RUN"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "lost"),
+    [
+        ("UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:547] "
+         "Connection closed by peer [127.0.0.1]:56204", True),
+        ("INTERNAL: NCCL operation ncclAllReduce failed: remote process exited", True),
+        ("UNAVAILABLE: Failed to send RPC to coordination service", True),
+        ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB", False),
+        ("INVALID_ARGUMENT: Executable expected parameter 0 of size 64", False),
+    ],
+)  # fmt: skip
+def test_only_communication_errors_count_as_a_lost_peer(error, lost):
+    assert peers.is_communication_error(RuntimeError(error)) is lost
+
+
+def test_the_cause_is_the_first_line_without_source_locations():
+    err = RuntimeError(
+        "UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:547] "
+        "Connection closed by peer [127.0.0.1]:56204\nmore detail"
+    )
+    assert peers.cause_of(err) == (
+        "Gloo AllGather failed: Connection closed by peer [127.0.0.1]:56204"
+    )
+
+
+def test_jax_aborts_only_after_the_watchdog_has_spoken():
+    """JAX's coordination service may end a process as early as half its heartbeat timeout
+    after a peer stops; that is 30 s after psijax's watchdog, whatever the timeout."""
+    for timeout in (1, 8, 120, 3600):
+        assert peers.heartbeat_s(timeout) / 2 >= timeout + 30
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_bad_peer_timeout_is_bad_input(value, monkeypatch):
+    from psijax import distributed
+    from psijax.errors import InputError
+
+    monkeypatch.setenv(peers.ENV, value)
+    with pytest.raises(InputError, match=r"PSIJAX_PEER_TIMEOUT|peer timeout"):
+        distributed.initialize()
+    monkeypatch.delenv(peers.ENV)
+    with pytest.raises(InputError, match="must be > 0"):
+        distributed.initialize(peer_timeout_s=0.0)
