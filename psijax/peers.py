@@ -59,6 +59,18 @@ def is_communication_error(err: BaseException) -> bool:
     return bool(_COMMUNICATION.search(str(err)))
 
 
+def runtime_error_in(err: BaseException | None) -> BaseException | None:
+    """The JAX runtime error that is ``err`` or caused it (orbax, e.g., wraps one in its
+    own ``TimeoutError``), if any."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if type(err).__name__ in ("JaxRuntimeError", "XlaRuntimeError"):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
 class PeerWatch:
     """Watches one multi-process training loop; see the module docstring. Idle (every
     method a no-op) for a single process.
@@ -113,10 +125,12 @@ class PeerWatch:
         self._last = time.monotonic()
 
     def check(self, err: BaseException) -> None:
-        """End the process with the lost-peer line if ``err`` is a communication error of
-        a multi-process run; return otherwise (the caller re-raises)."""
-        if self.enabled and is_communication_error(err):
-            self.lost(cause_of(err))
+        """End the process with the lost-peer line if ``err`` is (or was caused by) a
+        communication error of a multi-process run; return otherwise (the caller
+        re-raises)."""
+        runtime = runtime_error_in(err) if self.enabled else None
+        if runtime is not None and is_communication_error(runtime):
+            self.lost(cause_of(runtime))
 
     def lost(self, cause: str, process: int | None = None) -> NoReturn:
         """Report the lost peer (``process`` if known) in one line and end this process."""

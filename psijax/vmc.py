@@ -170,7 +170,7 @@ def train(
         except Interrupted as err:
             err.out = str(out)
             raise
-        except jax.errors.JaxRuntimeError as err:
+        except Exception as err:
             watch.check(err)  # a peer is gone: one line and exit code 75
             raise
         finally:

@@ -166,6 +166,20 @@ def test_only_communication_errors_count_as_a_lost_peer(error, lost):
     assert peers.is_communication_error(RuntimeError(error)) is lost
 
 
+def test_a_wrapped_runtime_error_is_found_and_others_are_not():
+    class JaxRuntimeError(RuntimeError):  # what jax.errors calls it; matched by name
+        pass
+
+    try:
+        try:
+            raise JaxRuntimeError("UNAVAILABLE: barrier failed")
+        except JaxRuntimeError as err:
+            raise TimeoutError("Timed out while waiting for a barrier") from err
+    except TimeoutError as err:
+        assert isinstance(peers.runtime_error_in(err), JaxRuntimeError)
+    assert peers.runtime_error_in(ValueError("a peer said barrier")) is None
+
+
 def test_the_cause_is_the_first_line_without_source_locations():
     err = RuntimeError(
         "UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:547] "
