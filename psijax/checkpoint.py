@@ -197,6 +197,16 @@ def _check_meta(meta: dict, identity: dict, template: TrainState, where: Path) -
         )
 
 
+def newest_complete(run_dir: str | Path) -> int | None:
+    """The newest checkpoint step on disk that was completely written, read from the
+    directory alone (orbax renames a checkpoint into place only once every process has
+    written its part), so that it works in a process whose peers are gone."""
+    directory = Path(run_dir) / SUBDIR
+    if not directory.is_dir():
+        return None
+    return max((int(p.name) for p in directory.iterdir() if p.name.isdigit()), default=None)
+
+
 def identity_of(fingerprint: str, config_values: dict[str, Any]) -> dict[str, Any]:
     """What must match between a checkpoint and the run that resumes it, JSON-normalised."""
     return json.loads(json.dumps({"molecule": fingerprint, **config_values}, default=str))

@@ -43,6 +43,7 @@ DISTRIBUTED = {
     "--num-processes": (int, "processes in the job (env PSIJAX_NUM_PROCESSES)"),
     "--process-id": (int, "this process's index, 0 .. n-1 (env PSIJAX_PROCESS_ID)"),
     "--coordinator-timeout": (float, "seconds to wait for the coordinator (default 300)"),
+    "--peer-timeout": (float, "seconds a step may wait for the other processes (default 120)"),
 }
 
 
@@ -128,6 +129,7 @@ def _train(args: argparse.Namespace) -> int:
     distributed.initialize(
         args.coordinator, args.num_processes, args.process_id,
         auto=args.distributed, timeout_s=args.coordinator_timeout or 300.0,
+        peer_timeout_s=args.peer_timeout,
     )  # fmt: skip
     result = vmc.train(config, progress=not args.quiet, force=args.force, resume=bool(args.resume))
     import jax

@@ -8,6 +8,10 @@ else (``auto=True``) from JAX's own cluster detection (SLURM, Open MPI, ...).
 JAX aborts the whole process (no exception) when the coordinator cannot be reached, so
 this module checks first: process 0 must be able to listen on the port, the others retry a
 TCP connection until ``timeout_s`` -- and a failure is a one-line ``InputError``.
+
+``peer_timeout_s`` (else ``PSIJAX_PEER_TIMEOUT``, else 120 s) is how long a training step
+may wait for the other processes before the run stops with exit code 75
+(``psijax.peers``); JAX's heartbeat timeout is set from it so that psijax reports first.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import socket
 import time
 
+from psijax import peers
 from psijax.errors import InputError
 
 ENV = ("PSIJAX_COORDINATOR", "PSIJAX_NUM_PROCESSES", "PSIJAX_PROCESS_ID")
@@ -28,9 +33,14 @@ def initialize(
     *,
     auto: bool = False,
     timeout_s: float = 300.0,
+    peer_timeout_s: float | None = None,
 ) -> None:
     """Join the job; a no-op for a single process without any setting."""
     import jax
+
+    global _peer_timeout_s
+    _peer_timeout_s = _peer_timeout(peer_timeout_s)
+    heartbeat = peers.heartbeat_s(_peer_timeout_s)
 
     coordinator = coordinator or os.environ.get(ENV[0])
     num_processes = num_processes if num_processes is not None else _env_int(ENV[1])
@@ -41,7 +51,11 @@ def initialize(
         given = [True, True, True]
     elif not any(given):
         if auto:  # other clusters (Open MPI, ...): JAX's own detection, without a pre-check
-            _call(jax.distributed.initialize, "cluster auto-detection", timeout_s)
+            _call(
+                lambda: jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat),
+                "cluster auto-detection",
+                timeout_s,
+            )
         return
     if not all(given):
         raise InputError(
@@ -61,11 +75,38 @@ def initialize(
         _wait_for(host, port, timeout_s)
     _call(
         lambda: jax.distributed.initialize(
-            coordinator, num_processes, process_id, initialization_timeout=int(timeout_s)
+            coordinator,
+            num_processes,
+            process_id,
+            initialization_timeout=int(timeout_s),
+            heartbeat_timeout_seconds=heartbeat,
         ),
         coordinator,
         timeout_s,
     )
+
+
+def peer_timeout() -> float:
+    """Seconds a step may wait for the other processes (as set by ``initialize``)."""
+    return _peer_timeout_s if _peer_timeout_s is not None else _peer_timeout(None)
+
+
+_peer_timeout_s: float | None = None
+
+
+def _peer_timeout(value: float | None) -> float:
+    if value is None:
+        text = os.environ.get(peers.ENV, "")
+        try:
+            value = float(text) if text else peers.DEFAULT_TIMEOUT_S
+        except ValueError:
+            raise InputError(f"{peers.ENV}={text!r} is not a number; give seconds") from None
+    if not value > 0:
+        raise InputError(
+            f"peer timeout {value:g} s must be > 0; give several times the longest step, "
+            f"e.g. {peers.DEFAULT_TIMEOUT_S:g}"
+        )
+    return float(value)
 
 
 def _slurm() -> tuple[str, int, int] | None:

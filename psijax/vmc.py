@@ -25,9 +25,11 @@ from psijax import config as config_lib
 from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
 from psijax.compile_cache import use_compilation_cache
+from psijax.distributed import peer_timeout
 from psijax.errors import InputError
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
+from psijax.peers import PeerWatch
 from psijax.report import Progress
 from psijax.stats import Estimate, tail_estimate
 from psijax.training import StepConfig, make_step
@@ -138,7 +140,7 @@ def train(
     )
     show = Progress(config.steps, enabled=progress and lead)
     checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
-    with StopSignals() as signals:
+    with StopSignals() as signals, peer_watch(out, start, writer.flush) as watch:
         step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, template)
         # Compile the step (the largest launch cost) while pretraining and burn-in run.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -152,6 +154,7 @@ def train(
             on_metrics=lambda i, m: (
                 writer.row(i, m, time.perf_counter() - started),
                 show.step(i, m),
+                watch.beat(i + 1),  # a completed step: every process is alive
             ),
             checkpoints=checkpoints,
             identity=identity,
@@ -163,10 +166,14 @@ def train(
             before_save=writer.flush,
         )
         show.phase("training", config.steps, start=start)
+        watch.arm()
         try:
             state = loop.run(state, start)
         except Interrupted as err:
             err.out = str(out)
+            raise
+        except Exception as err:
+            watch.check(err)  # a peer is gone: one line and exit code 75
             raise
         finally:
             show.close()
@@ -183,6 +190,19 @@ def train(
     result = Result(molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out)
     writer.finish(result, config)
     return result
+
+
+def peer_watch(out: Path, start: int, before_exit) -> PeerWatch:
+    """The watch over the other processes of the run (idle for a single process)."""
+    return PeerWatch(
+        out.absolute(),
+        peer_timeout() if jax.process_count() > 1 else 0.0,
+        process=jax.process_index(),
+        processes=jax.process_count(),
+        step=start,
+        newest_checkpoint=lambda: checkpoint.newest_complete(out),
+        before_exit=before_exit,
+    )
 
 
 def step_config(config: config_lib.Config) -> StepConfig:
