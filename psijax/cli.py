@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{message}; see '{self.prog} --help'")
 
 
-_TYPES = {int: cli_flags._whole_number, float: cli_flags._number, str: str}
+_TYPES = {int: cli_flags.whole_number, float: cli_flags.number, str: str}
 DESCRIPTION = (
     "Train neural-network wavefunctions (FermiNet) for atoms and molecules by variational "
     "Monte Carlo, on one CPU or many devices."

@@ -68,14 +68,14 @@ def flag_of(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _whole_number(text: str) -> int:
+def whole_number(text: str) -> int:
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
-def _number(text: str) -> float:
+def number(text: str) -> float:
     try:
         return float(text)
     except ValueError:
@@ -108,7 +108,7 @@ def _base_type(field: dataclasses.Field) -> type:
     return typing.get_origin(hint) or hint
 
 
-_PARSERS = {int: _whole_number, float: _number, str: str, tuple: _layers}
+_PARSERS = {int: whole_number, float: number, str: str, tuple: _layers}
 
 
 def _default_text(field: dataclasses.Field) -> str:
