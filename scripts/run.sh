@@ -16,7 +16,7 @@ if [ -z "${PSIJAX_SKIP_INSTALL:-}" ]; then # set it to reuse the .venv as it is
   .venv/bin/python -m pip install --quiet -e .
 fi
 
-system="" out="" config="" force=0 resume=0
+system="" out="" config="" force=0 resume=0 dry=0
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   next="${args[i + 1]:-}"
@@ -28,7 +28,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --config) config="$next" ;;
     --config=*) config="${args[i]#--config=}" ;;
     --force) force=1 ;;
-    --resume | --resume=* | --dry-run | -h | --help | --version) resume=1 ;;
+    --dry-run) dry=1 ;;
+    --resume | --resume=* | -h | --help | --version) resume=1 ;;
   esac
 done
 if [ "$resume" -eq 1 ]; then # the user says what to do
@@ -44,6 +45,9 @@ if [ -z "$out" ]; then
   out="runs/${slug:-run}"
 fi
 
+if [ "$dry" -eq 1 ]; then # writes nothing; shows what the run would do there
+  exec .venv/bin/psijax train --out "$out" "$@"
+fi
 if [ "$force" -eq 0 ] && [ -f "$out/summary.json" ]; then
   .venv/bin/python - "$out" <<'EOF'
 import json, shlex, sys

@@ -98,3 +98,9 @@ def test_force_is_passed_only_when_asked_for(repo):
     finished(repo / "runs" / "lih")
     proc = run(repo, "--force")
     assert proc.stdout.strip() == "psijax train --out runs/lih --force"
+
+
+def test_a_dry_run_looks_at_the_systems_directory(repo):
+    finished(repo / "runs" / "h2")
+    proc = run(repo, "--system", "H2", "--dry-run")
+    assert proc.stdout.strip() == "psijax train --out runs/h2 --system H2 --dry-run"
