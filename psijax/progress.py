@@ -16,6 +16,7 @@ is too small for correlated steps; the line then says ``naive``.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 import time
@@ -71,12 +72,19 @@ class Progress:
         self.eval_fraction = eval_fraction
         self._own = energies is None
         self.energies = [] if energies is None else energies
-        self._columns = columns or (lambda: shutil.get_terminal_size((100, 24)).columns)
+        self._columns = columns or self._terminal_columns
         self._last = 0.0
         self._t0 = time.perf_counter()
         self._start = 0
         self._live = False  # a live (unterminated) line is on the terminal
         self.rejected = 0
+
+    def _terminal_columns(self) -> int:
+        """The width of the terminal this display writes to (stdout may be a file)."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return shutil.get_terminal_size((100, 24)).columns
 
     def follow(self, energies: list[float]) -> None:
         """Read the per-step energies from ``energies`` (which the caller appends to)."""
