@@ -19,6 +19,7 @@ the files are written by a background thread while training goes on.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -78,7 +79,7 @@ class Checkpoints:
             "leaves": [[list(x.shape), str(x.dtype)] for x in leaves],
             "devices": jax.device_count(),
             "processes": jax.process_count(),
-            "versions": versions(),
+            "versions": dict(versions()),
         }
         ocp = self._ocp
         args = ocp.args.Composite(state=ocp.args.StandardSave(named), meta=ocp.args.JsonSave(meta))
@@ -178,13 +179,14 @@ def _name(path: tuple) -> str:
     return ".".join(parts)
 
 
+@functools.cache
 def versions() -> dict[str, str]:
     """The versions of the software that writes a checkpoint."""
     from importlib.metadata import PackageNotFoundError, version
 
     from psijax import __version__
 
-    found = {"psijax": __version__}
+    found = {"psijax": __version__}  # (cached: one lookup per process)
     for name in ("jax", "jaxlib", "folx", "orbax-checkpoint", "optax", "numpy"):
         try:
             found[name] = version(name)
