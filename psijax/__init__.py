@@ -1,5 +1,7 @@
 """psijax: neural-network wavefunctions by variational Monte Carlo on current JAX."""
 
+from psijax.config import Config
+from psijax.system import Molecule
 from psijax.types import Psi, TrainState
 
 __version__ = "0.1.0"
@@ -12,4 +14,4 @@ def train(config=None, **overrides):
     return _train(config, **overrides)
 
 
-__all__ = ["Psi", "TrainState", "__version__", "train"]
+__all__ = ["Config", "Molecule", "Psi", "TrainState", "__version__", "train"]

@@ -2,7 +2,12 @@
 
 A checkpoint is ``RUN/checkpoints/<step>/`` with two items: ``state`` (every leaf of the
 ``TrainState`` -- parameters, optimiser state, walkers, MCMC width, random key, step -- as
-sharded arrays) and ``meta`` (JSON: the step, the run's identity and the leaf shapes).
+sharded arrays, each under its pytree name such as ``params.layers.0.one.w`` or
+``walkers``) and ``meta`` (JSON: the step, the run's identity, the names, shapes and dtypes
+of the arrays and the psijax, JAX, folx and orbax versions that wrote it). orbax alone can
+read one: ``orbax.checkpoint.StandardCheckpointer().restore(<absolute path>/<step>/state)``
+gives a dict of arrays by name. Format 1 (arrays named ``leaf_0000``, ...; before psijax 0.1.0's
+self-describing checkpoints) still restores.
 orbax writes into a temporary directory and renames it when complete, so a crash at any
 instant leaves the previous checkpoints intact and never a half-written one that is read
 back. Restoring takes a template whose leaves carry the *new* shardings, so a run saved on
@@ -14,6 +19,7 @@ the files are written by a background thread while training goes on.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -26,7 +32,8 @@ import numpy as np
 from psijax.errors import InputError
 from psijax.types import TrainState
 
-FORMAT = 1
+FORMAT = 2  # written; 2: arrays under pytree names, versions in meta
+READS = (1, 2)  # 1: arrays named leaf_0000, ...
 SUBDIR = "checkpoints"
 
 
@@ -62,19 +69,20 @@ class Checkpoints:
         if step in self._manager.all_steps():
             return  # already on disk (e.g. the final step was also a periodic one)
         leaves = jax.tree.leaves(state)
+        named = _as_dict(state, FORMAT)
         meta = {
             "checksums": [int(c) for c in jax.device_get(_checksums(leaves))],
             "format": FORMAT,
             "step": step,
             "identity": identity,
+            "names": list(named),
             "leaves": [[list(x.shape), str(x.dtype)] for x in leaves],
             "devices": jax.device_count(),
             "processes": jax.process_count(),
+            "versions": dict(versions()),
         }
         ocp = self._ocp
-        args = ocp.args.Composite(
-            state=ocp.args.StandardSave(_as_dict(leaves)), meta=ocp.args.JsonSave(meta)
-        )
+        args = ocp.args.Composite(state=ocp.args.StandardSave(named), meta=ocp.args.JsonSave(meta))
         self._manager.save(step, args=args, force=True)
 
     def restore(
@@ -92,8 +100,8 @@ class Checkpoints:
         ocp = self._ocp
         meta = self._read(step, ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
         _check_meta(meta, identity, template, where)
-        leaves, treedef = jax.tree.flatten(template)
-        target = _as_dict(leaves)
+        treedef = jax.tree.structure(template)
+        target = _as_dict(template, meta["format"])
         args = ocp.args.Composite(state=ocp.args.StandardRestore(target))
         restored = self._read(step, args)["state"]
         leaves = [restored[name] for name in target]
@@ -114,12 +122,11 @@ class Checkpoints:
         ocp = self._ocp
         meta = self._read(step, ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        target = _as_dict(
-            [
-                jax.ShapeDtypeStruct(tuple(s), np.dtype(d), sharding=device)
-                for s, d in meta["leaves"]
-            ]
-        )
+        names = meta.get("names") or [f"leaf_{i:04d}" for i in range(len(meta["leaves"]))]
+        target = {
+            name: jax.ShapeDtypeStruct(tuple(s), np.dtype(d), sharding=device)
+            for name, (s, d) in zip(names, meta["leaves"], strict=True)
+        }
         restored = self._read(step, ocp.args.Composite(state=ocp.args.StandardRestore(target)))
         return [np.asarray(restored["state"][name]) for name in target]
 
@@ -148,8 +155,44 @@ class Checkpoints:
 _FIX = "delete that step directory to resume from an older checkpoint, or start a new run"
 
 
-def _as_dict(leaves: list) -> dict[str, Any]:
-    return {f"leaf_{i:04d}": x for i, x in enumerate(leaves)}
+def _as_dict(tree: Any, fmt: int) -> dict[str, Any]:
+    """The leaves of ``tree`` by name, in tree order: pytree names (format 2) or
+    ``leaf_0000``, ... (format 1)."""
+    if fmt == 1:
+        return {f"leaf_{i:04d}": x for i, x in enumerate(jax.tree.leaves(tree))}
+    named = {_name(path): x for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    if len(named) != len(jax.tree.leaves(tree)):
+        raise ValueError("two leaves of the state have the same name")
+    return named
+
+
+def _name(path: tuple) -> str:
+    """``params.layers.0.one.w`` for the path of a leaf."""
+    parts = []
+    for key in path:
+        for attr in ("name", "key", "idx"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+        else:
+            parts.append(str(key))
+    return ".".join(parts)
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    """The versions of the software that writes a checkpoint."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from psijax import __version__
+
+    found = {"psijax": __version__}  # (cached: one lookup per process)
+    for name in ("jax", "jaxlib", "folx", "orbax-checkpoint", "optax", "numpy"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "unknown"
+    return found
 
 
 def _replicated_value(x: jax.Array) -> jax.Array:
@@ -176,10 +219,11 @@ def _checksums(leaves: list[jax.Array]) -> list[jax.Array]:
 
 
 def _check_meta(meta: dict, identity: dict, template: TrainState, where: Path) -> None:
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in READS:
+        wrote = meta.get("versions", {}).get("psijax", "another version")
         raise InputError(
             f"checkpoint {str(where)!r} has format {meta.get('format')!r}, this psijax reads "
-            f"{FORMAT}; resume it with the psijax version that wrote it"
+            f"{', '.join(map(str, READS))}; resume it with the psijax that wrote it ({wrote})"
         )
     saved = meta.get("identity", {})
     for key, value in identity.items():

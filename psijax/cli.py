@@ -3,40 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
+from psijax import cli_flags
 from psijax.errors import InputError, PsijaxError
 from psijax.loop import Interrupted, TrainingError
 
-FLAGS = {
-    # flag: (config field, type, help)
-    "--system": ("system", str, "preset (LiH, H2, Ne, ...), atom string or .xyz path"),
-    "--charge": ("charge", int, "net charge"),
-    "--spin": ("spin", int, "n_up - n_down"),
-    "--unit": ("unit", str, "unit of atom-string coordinates: bohr or angstrom"),
-    "--basis": ("basis", str, "basis for Hartree-Fock pretraining"),
-    "--steps": ("steps", int, "training steps"),
-    "--walkers": ("walkers", int, "walkers (a multiple of the device count)"),
-    "--pretrain-steps": ("pretrain_steps", int, "Hartree-Fock pretraining steps"),
-    "--optimizer": ("optimizer", str, "spring or adam"),
-    "--learning-rate": ("learning_rate", float, "initial learning rate"),
-    "--laplacian": ("laplacian", str, "default, forward, forward-sparse, loop or hessian"),
-    "--determinants": ("determinants", int, "determinants in the FermiNet"),
-    "--mcmc-moves": ("mcmc_moves", int, "MCMC moves per step"),
-    "--burn-in-steps": ("burn_in_steps", int, "MCMC burn-in steps before training"),
-    "--devices": ("devices", int, "devices to shard walkers over (default: all)"),
-    "--seed": ("seed", int, "random seed"),
-    "--out": ("out", str, "run directory"),
-    "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints (0: by time only)"),
-    "--checkpoint-minutes": ("checkpoint_minutes", float, "minutes between checkpoints"),
-    "--keep-checkpoints": ("keep_checkpoints", int, "newest checkpoints to keep"),
-    "--max-rejected": ("max_rejected", int, "rejected steps in a row that stop the run"),
-    "--compilation-cache": (
-        "compilation_cache",
-        str,
-        "directory of compiled programs reused by later runs ('': off)",
-    ),
-}
 # Per-process launch settings of a multi-process job (not part of the run's config).
 DISTRIBUTED = {
     "--coordinator": (str, "process 0's host:port (env PSIJAX_COORDINATOR)"),
@@ -54,30 +27,48 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{message}; see '{self.prog} --help'")
 
 
-def _whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+_TYPES = {int: cli_flags.whole_number, float: cli_flags.number, str: str}
+DESCRIPTION = (
+    "Train neural-network wavefunctions (FermiNet) for atoms and molecules by variational "
+    "Monte Carlo, on one CPU or many devices."
+)
+TRAIN_EPILOG = """examples:
+  psijax train --system H2 --steps 2000 --out runs/h2
+  psijax train --system "Li 0 0 0; H 0 0 3.015" --layers 32x8,32x8 --dry-run
+  psijax train --resume runs/h2 --steps 4000      # continue a run further
+"""
 
 
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
+    from psijax import __version__
 
-_TYPES = {int: _whole_number, float: _number, str: str}
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"psijax {__version__} (jax {of('jax')}, folx {of('folx')})"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="psijax", description=__doc__)
+    parser = _Parser(prog="psijax", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train a FermiNet and report the energy")
+    train = sub.add_parser(
+        "train", help="train a FermiNet and report the energy", description=DESCRIPTION,
+        epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    train.add_argument("--version", action="version", version=_version())
     train.add_argument("--config", help="TOML or JSON file of config keys (flags override it)")
-    for flag, (_, kind, text) in FLAGS.items():
-        train.add_argument(flag, type=_TYPES[kind], help=text, default=None)
+    train.add_argument(
+        "--dry-run", action="store_true",
+        help="check everything and print the resolved config, the job's size and the "
+        "Hartree-Fock energy; write nothing",
+    )  # fmt: skip
+    cli_flags.add_config_flags(train)
     for flag, (kind, text) in DISTRIBUTED.items():
         train.add_argument(flag, type=_TYPES[kind], help=text, default=None)
     train.add_argument(
@@ -115,17 +106,18 @@ def _train(args: argparse.Namespace) -> int:
 
     # only the keys the file sets, so that --resume can tell what would change
     overrides = config_lib.read_values(args.config) if args.config else {}
-    overrides |= {
-        field: getattr(args, field)
-        for field, _, _ in FLAGS.values()
-        if getattr(args, field) is not None
-    }
+    overrides |= cli_flags.overrides(args)
     if args.resume:
         if args.force:
             raise InputError("--resume and --force contradict each other; give only one")
         overrides["out"] = args.resume
     config = vmc.make_config(resume=bool(args.resume), **overrides)
     system.resolve(config.system, charge=config.charge, spin=config.spin, unit=config.unit)
+    if args.dry_run:
+        from psijax import dryrun
+
+        print(dryrun.describe(config, force=args.force, resume=bool(args.resume)), flush=True)
+        return 0
     distributed.initialize(
         args.coordinator, args.num_processes, args.process_id,
         auto=args.distributed, timeout_s=args.coordinator_timeout or 300.0,
@@ -136,16 +128,33 @@ def _train(args: argparse.Namespace) -> int:
 
     if jax.process_index() != 0:
         return 0
-    print(f"system      {config.system}")
-    print(f"energy      {result.energy} Ha   (blocking analysis of the last "
-          f"{result.energy.n_samples} steps)")  # fmt: skip
+    print("\n".join(final_lines(result)), flush=True)
+    return 0
+
+
+def final_lines(result) -> list[str]:
+    """The report at the end of a run: energy, exact value, time, outputs, what next."""
+    from psijax.progress import describe_estimate
+
+    config = result.config
+    lines = [
+        f"system      {config.system}",
+        f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})",
+    ]
     if result.exact is not None:
         diff = 1000 * (result.energy.mean - result.exact)
         err = 1000 * result.energy.error
-        print(f"exact       {result.exact:.6f} Ha   (difference {diff:+.2f} ± {err:.2f} mHa)")
-    print(f"time        {result.seconds:.1f} s")
-    print(f"outputs     {result.out}/ (metrics.csv, summary.json, energy.png)")
-    return 0
+        lines.append(
+            f"exact       {result.exact:.6f} Ha   (difference {diff:+.2f} ± {err:.2f} mHa)"
+        )
+    out = shlex.quote(str(result.out))
+    lines += [
+        f"time        {result.seconds:.1f} s",
+        f"outputs     {result.out}/: metrics.csv (one row per step), summary.json, "
+        "config.json, energy.png, checkpoints/",
+        f"continue    psijax train --resume {out} --steps {2 * config.steps}",
+    ]
+    return lines
 
 
 if __name__ == "__main__":

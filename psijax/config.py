@@ -53,6 +53,7 @@ class Config:
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
+        _positive(self, "clip_scale")
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
         _nonnegative(self, "checkpoint_minutes")
         _positive(self, "keep_checkpoints", "max_rejected")
@@ -70,7 +71,10 @@ class Config:
                 "widths per layer, e.g. [[64, 16], [64, 16]]"
             )
         if not 0 < self.eval_fraction <= 1:
-            raise InputError(f"eval_fraction={self.eval_fraction} must be in (0, 1]")
+            raise InputError(
+                f"eval_fraction={self.eval_fraction} must be in (0, 1]; give e.g. 0.3 "
+                "(the energy from the last 30% of the steps)"
+            )
         if self.learning_rate is not None and not self.learning_rate > 0:
             raise InputError(
                 f"learning_rate={self.learning_rate} must be > 0; give a positive value like 0.02"

@@ -267,11 +267,13 @@ def pretrain(
     n_moves: int = 5,
     width: float = 0.2,
     callback: Callable[[int, float], None] | None = None,
+    hf: HartreeFock | None = None,
 ) -> tuple[Params, Walkers, np.ndarray]:
     """Fit the network's orbitals to UHF orbitals for `steps` Adam steps, sampling as it goes.
 
     Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs for every step,
     in order, after each chunk of `CHUNK` steps (one host sync per chunk).
+    `hf` is the UHF solution to fit (computed here when not given).
     Returns (params, walkers, losses [steps] as numpy).
     """
     if steps < 0:
@@ -283,7 +285,7 @@ def pretrain(
         )
     if steps == 0:
         return params, walkers, np.zeros((0,), np.float64)
-    hf = hartree_fock(molecule, basis)
+    hf = hf if hf is not None else hartree_fock(molecule, basis)
     optimizer = optax.adam(learning_rate)
     opt_state = optimizer.init(params)
     walkers = jnp.asarray(walkers)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -30,7 +32,7 @@ from psijax.errors import InputError
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
 from psijax.peers import PeerWatch
-from psijax.report import Progress
+from psijax.progress import Progress
 from psijax.stats import Estimate, tail_estimate
 from psijax.training import StepConfig, make_step
 from psijax.types import Params, TrainState
@@ -44,7 +46,9 @@ class Result:
     energies: np.ndarray  # per-step mean local energy
     params: Params
     seconds: float
-    out: Path
+    out: Path  # the run directory: metrics.csv, summary.json, config.json, checkpoints/
+    config: config_lib.Config | None = None  # the resolved config of the run
+    network: FermiNet | None = None  # network.log_abs(params, walker) is log|psi|
 
     @property
     def error_vs_exact(self) -> float | None:
@@ -80,6 +84,7 @@ def make_config(
 ) -> config_lib.Config:
     """The run's config: ``config`` (or defaults) with ``overrides``; for ``resume``, the
     config saved in ``out`` with only resumable fields overridden."""
+    overrides = _molecule_as_text(overrides)
     if not resume:
         return config_lib.from_dict(overrides, config)
     out = overrides.get("out", config.out if config else None)
@@ -90,18 +95,36 @@ def make_config(
     return config_lib.for_resume(saved, given)
 
 
+def _molecule_as_text(overrides: dict) -> dict:
+    """A ``system`` given as a psijax ``Molecule`` or a pyscf ``Mole`` becomes its atom
+    string in bohr with its charge and spin, so that the config stays plain text."""
+    given = overrides.get("system")
+    if given is None or isinstance(given, str | os.PathLike):
+        return overrides
+    mol = system.resolve(given, charge=overrides.get("charge"), spin=overrides.get("spin"))
+    return overrides | dict(system=mol.atom_string(), charge=mol.charge, spin=mol.spin, unit="bohr")
+
+
+OnStep = Callable[[int, dict[str, float]], None]
+
+
 def train(
     config: config_lib.Config | None = None,
     *,
     progress: bool = True,
     force: bool = False,
     resume: bool = False,
+    on_step: OnStep | None = None,
     **overrides,
 ) -> Result:
     """Train on ``config`` (or the defaults) with keyword ``overrides``; see ``Config``.
 
-    ``resume=True`` continues the run in ``out`` from its newest checkpoint (or from the
-    start if it has none yet), exactly as if it had never stopped.
+    ``system`` may be a preset name, an atom string, an .xyz path, a ``psijax.Molecule``
+    or a built pyscf ``Mole``. ``resume=True`` continues the run in ``out`` from its newest
+    checkpoint (or from the start if it has none yet), exactly as if it had never stopped.
+    ``on_step(step, metrics)`` is called on process 0 after every step with that step's
+    metrics as Python floats (the columns of metrics.csv), one step late; an exception it
+    raises stops the run (the last checkpoint stays).
     """
     started = time.perf_counter()
     config = make_config(config, resume=resume, **overrides)
@@ -125,37 +148,59 @@ def train(
     identity = checkpoint.identity_of(
         molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
     )
+    lead = jax.process_index() == 0
+    show = Progress(
+        config.steps, enabled=progress and lead, exact=molecule.exact_energy,
+        eval_fraction=config.eval_fraction,
+    )  # fmt: skip
+    show.note(_header(molecule, config, template, mesh))
     state = None
     if resume and (out / checkpoint.SUBDIR).is_dir():
         reader = checkpoint.Checkpoints(out, read_only=True)
         if reader.latest() is not None:
+            t0 = time.perf_counter()
             state = reader.restore(template, identity)
+            show.note(
+                f"restored step {reader.latest()} from {out / checkpoint.SUBDIR} "
+                f"({time.perf_counter() - t0:.1f} s)"
+            )
         reader.close()
+    if resume and state is None:
+        show.note(f"no checkpoint in {out} yet: starting the run from step 0")
     start = 0 if state is None else int(parallel.to_host(state.step))
 
     # ---- every input is checked; from here on files are written
-    lead = jax.process_index() == 0
     writer = rundir.RunWriter(
         out, molecule, config, resume_step=start, resuming=resume, enabled=lead
     )
-    show = Progress(config.steps, enabled=progress and lead)
+    show.follow(writer.energies)  # the running estimate includes a resumed run's rows
     checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
     with StopSignals() as signals, peer_watch(out, start, writer.flush) as watch:
         step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, template)
         # Compile the step (the largest launch cost) while pretraining and burn-in run.
+        fresh = state is None
+        show.note("compiling the training step" + " (in the background)" * fresh)
+        t_compile = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            compiling = pool.submit(lambda: step.lower(template).compile())
-            if state is None:
+            compiling = pool.submit(_timed, lambda: step.lower(template).compile())
+            if fresh:
                 state = fresh_state(net, optimizer, molecule, config, mesh, show)
-            step = compiling.result()
+                if not compiling.done():
+                    show.note("waiting for the compiler")
+            step, compiled_at = compiling.result()
+        show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
+
+        def on_metrics(i: int, m: dict[str, float]) -> None:
+            writer.row(i, m, time.perf_counter() - started)
+            show.step(i, m)
+            watch.beat(i + 1)  # a completed step: every process is alive
+            if on_step is not None and lead:
+                on_step(i, m)
+
         loop = Loop(
             step=step,
             n_steps=config.steps,
-            on_metrics=lambda i, m: (
-                writer.row(i, m, time.perf_counter() - started),
-                show.step(i, m),
-                watch.beat(i + 1),  # a completed step: every process is alive
-            ),
+            on_metrics=on_metrics,
             checkpoints=checkpoints,
             identity=identity,
             policy=CheckpointPolicy(
@@ -187,7 +232,10 @@ def train(
         raise InputError("fewer than two finite energies; run more steps")
     estimate = tail_estimate(finite, config.eval_fraction)
     seconds = time.perf_counter() - started
-    result = Result(molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out)
+    result = Result(
+        molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
+        config=config, network=net,
+    )  # fmt: skip
     writer.finish(result, config)
     return result
 
@@ -202,6 +250,24 @@ def peer_watch(out: Path, start: int, before_exit) -> PeerWatch:
         step=start,
         newest_checkpoint=lambda: checkpoint.newest_complete(out),
         before_exit=before_exit,
+    )
+
+
+def _timed(fn):
+    """``fn()`` and the time.perf_counter() at which it returned."""
+    value = fn()
+    return value, time.perf_counter()
+
+
+def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh) -> str:
+    """The job in one line: molecule, electrons per spin, parameters, walkers, devices."""
+    n_params = sum(x.size for x in jax.tree.leaves(template.params))
+    devices = mesh.devices.size
+    kind = jax.devices()[0].platform
+    return (
+        f"{config.system}: {molecule.n_electrons} electrons ({molecule.n_up} up, "
+        f"{molecule.n_down} down), {n_params:,} parameters, {config.walkers} walkers on "
+        f"{devices} {kind} device{'s' * (devices != 1)}"
     )
 
 
@@ -245,15 +311,22 @@ def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> Train
     walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
     if config.pretrain_steps:
+        t0 = time.perf_counter()
+        hf = pretrain.hartree_fock(molecule, config.basis)
+        show.note(
+            f"Hartree-Fock (UHF/{config.basis}): E = {hf.energy:.6f} Ha"
+            f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
+        )
         show.phase(f"pretraining on Hartree-Fock ({config.basis})", config.pretrain_steps)
         params, walkers, _ = pretrain.pretrain(
             keys[2], net, params, molecule, walkers,
-            steps=config.pretrain_steps, basis=config.basis,
+            steps=config.pretrain_steps, basis=config.basis, hf=hf,
             callback=lambda i, loss: show.pretrain(i, loss),
         )  # fmt: skip
 
     width = jnp.asarray(0.1, jnp.float32)
     if config.burn_in_steps:
+        show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
         walkers, _, width = mcmc.burn_in(
             keys[3], batch_log_abs, walkers, width,

@@ -25,3 +25,20 @@ def test_poisson_pinn_solves_the_poisson_equation_on_four_devices():
     pinn = load("poisson_pinn")
     result = pinn.main(["--steps", "500", "--operator", "forward"])
     assert result["rel_l2"] < 1.5e-2
+
+
+@pytest.mark.slow
+def test_tensorboard_logging_writes_every_step_to_an_event_file(tmp_path):
+    """The optional extra: skipped without tensorboardX (tests/test_api.py checks on_step
+    itself with a plain callback)."""
+    pytest.importorskip("tensorboardX")
+    example = load("tensorboard_logging")
+    out = tmp_path / "h2-tb"
+    result = example.main(
+        ["--system", "H2", "--steps", "4", "--out", str(out)],
+        layers=((8, 4),), determinants=1, walkers=8, pretrain_steps=0, burn_in_steps=1,
+        mcmc_moves=1, optimizer="adam", progress=False,
+    )  # fmt: skip
+    assert len(result.energies) == 4
+    events = list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0

@@ -1,0 +1,104 @@
+"""The Python API a new user reaches for: molecules as objects, Result, on_step, and flags
+generated from the config (every field a flag, the same errors, a dry run writing nothing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+
+import numpy as np
+import pytest
+
+import psijax
+from psijax import cli_flags, system, vmc
+from psijax import config as config_lib
+from psijax.cli import build_parser, main
+
+TINY = dict(
+    layers=((8, 4),), determinants=1, walkers=8, pretrain_steps=0, burn_in_steps=2,
+    mcmc_moves=2, optimizer="adam", progress=False,
+)  # fmt: skip
+
+
+def test_every_config_field_is_a_flag_with_its_default_in_the_help():
+    parser = build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    by_dest = {a.dest: a for a in train._actions}
+    for field in dataclasses.fields(config_lib.Config):
+        assert field.name in cli_flags.HELP, f"no --help text for {field.name}"
+        action = by_dest[field.name]
+        assert action.option_strings == [cli_flags.flag_of(field.name)]
+        assert "(default: " in action.help
+    assert "{spring,adam}" in train.format_help()
+
+
+def test_flags_parse_into_the_same_values_as_a_config_file():
+    args = build_parser().parse_args(
+        ["train", "--layers", "16x4,8x2", "--clip-scale", "3", "--chunk-size", "4",
+         "--eval-fraction", "0.5", "--decay-steps", "200", "--learning-rate", "0.1"]
+    )  # fmt: skip
+    given = cli_flags.overrides(args)
+    from_file = config_lib.from_dict(
+        dict(layers=[[16, 4], [8, 2]], clip_scale=3.0, chunk_size=4, eval_fraction=0.5,
+             decay_steps=200.0, learning_rate=0.1)
+    )  # fmt: skip
+    assert config_lib.from_dict(given) == from_file
+    json_layers = build_parser().parse_args(["train", "--layers", "[[16, 4], [8, 2]]"])
+    assert json_layers.layers == ((16, 4), (8, 2))
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert re.match(r"psijax \d+\.\d+\.\d+ \(jax \S+, folx \S+\)$", capsys.readouterr().out)
+
+
+def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", "--system", "H2", "--layers", "8x4", "--walkers", "64", "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert list(tmp_path.iterdir()) == []
+    assert "electrons      2: 1 up, 1 down" in out
+    assert re.search(r"layers 8x4, 8 determinants: \d[\d,]* parameters", out)
+    assert "4 x cpu in 1 process(es); 16 walkers per device (64 in all)" in out
+    assert re.search(r"UHF/sto-6g E = -1\.1253\d\d Ha", out)
+    assert "exact energy   -1.174476 Ha" in out
+    # the printed config is a config file that gives back the same run
+    config_part = out.split("\n\n")[0]
+    values = tomllib.loads(config_part)
+    assert config_lib.from_dict(values) == vmc.make_config(
+        system="H2", layers=((8, 4),), walkers=64
+    )
+
+
+def test_a_molecule_or_a_pyscf_mole_becomes_a_plain_config():
+    mol = system.preset("H2")
+    from_molecule = vmc.make_config(system=mol)
+    from_mole = vmc.make_config(system=mol.to_pyscf("sto-3g"))
+    assert from_molecule == from_mole
+    assert (from_mole.charge, from_mole.spin, from_mole.unit) == (0, 0, "bohr")
+    again = system.resolve(from_mole.system, charge=from_mole.charge, spin=from_mole.spin)
+    assert again.fingerprint() == mol.fingerprint() and again.exact_energy == -1.174476
+
+
+@pytest.mark.slow
+def test_train_takes_a_pyscf_mole_and_reports_every_step(tmp_path):
+    seen = []
+    from pyscf import gto
+
+    mole = gto.M(atom="H 0 0 0; H 0 0 1.4", unit="bohr", basis="sto-3g", verbose=0)
+    result = psijax.train(
+        system=mole, steps=5, out=str(tmp_path / "h2"), on_step=lambda i, m: seen.append((i, m)),
+        **TINY,
+    )  # fmt: skip
+    assert [i for i, _ in seen] == [0, 1, 2, 3, 4]
+    assert {"energy", "variance", "acceptance"} <= set(seen[0][1])
+    assert [m["energy"] for _, m in seen] == list(result.energies)
+    assert result.exact == -1.174476  # the preset's geometry is recognised
+    assert isinstance(result.config, psijax.Config) and result.config.steps == 5
+    assert result.out == tmp_path / "h2" and (result.out / "checkpoints").is_dir()
+    walker = np.zeros((2, 3), np.float32) + np.array([[0, 0, 0.3], [0, 0.2, 1.1]], np.float32)
+    assert np.isfinite(float(result.network.log_abs(result.params, walker)))

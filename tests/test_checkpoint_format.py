@@ -1,0 +1,92 @@
+"""Self-describing checkpoints: arrays under their pytree names with the software versions,
+readable by orbax alone; format-1 checkpoints (leaf_0000, ...) still restore."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from psijax import checkpoint, parallel, system, vmc
+from psijax import config as config_lib
+from psijax.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def template():
+    config = config_lib.Config(system="H2", layers=((8, 4),), determinants=1, walkers=8)
+    molecule = system.resolve("H2")
+    net = vmc.build_network(molecule, config)
+    return vmc.abstract_state(
+        net, vmc.make_optimizer(config), molecule, config, parallel.make_mesh(1)
+    )
+
+
+def concrete(template, seed: int = 0):
+    """A state with distinct values in every leaf, laid out like ``template``."""
+    keys = iter(jax.random.split(jax.random.PRNGKey(seed), len(jax.tree.leaves(template))))
+
+    def fill(s):
+        if jnp.issubdtype(s.dtype, jnp.floating):
+            x = jax.random.normal(next(keys), s.shape, s.dtype)
+        else:
+            x = jnp.arange(int(np.prod(s.shape)), dtype=s.dtype).reshape(s.shape) + 7
+        return jax.device_put(x, s.sharding)
+
+    return jax.tree.map(fill, template)
+
+
+def save(tmp_path, state, identity=None):
+    ckpts = checkpoint.Checkpoints(tmp_path)
+    ckpts.save(state, identity or {"molecule": "x"})
+    ckpts.close()
+    return tmp_path / checkpoint.SUBDIR / str(int(state.step))
+
+
+def test_orbax_alone_reads_the_arrays_by_name_and_meta_names_the_versions(tmp_path, template):
+    import orbax.checkpoint as ocp
+
+    state = concrete(template)
+    where = save(tmp_path, state)
+    arrays = ocp.StandardCheckpointer().restore(where / "state")
+    assert "walkers" in arrays and "params.layers.0.one.w" in arrays
+    np.testing.assert_array_equal(arrays["walkers"], state.walkers)
+    np.testing.assert_array_equal(
+        arrays["params.layers.0.one.w"], state.params["layers"][0]["one"]["w"]
+    )
+    meta = json.loads((where / "meta" / "metadata").read_text())
+    assert meta["format"] == 2 and meta["names"][-1] == "key"
+    assert {"psijax", "jax", "folx", "orbax-checkpoint"} <= set(meta["versions"])
+
+
+def test_a_format_1_checkpoint_still_restores(tmp_path, template, monkeypatch):
+    state = concrete(template, seed=1)
+    monkeypatch.setattr(checkpoint, "FORMAT", 1)
+    where = save(tmp_path, state)
+    import orbax.checkpoint as ocp
+
+    assert sorted(ocp.StandardCheckpointer().restore(where / "state"))[0] == "leaf_0000"
+    monkeypatch.setattr(checkpoint, "FORMAT", 2)
+    reader = checkpoint.Checkpoints(tmp_path, read_only=True)
+    restored = reader.restore(template, {"molecule": "x"})
+    arrays = reader.arrays()
+    reader.close()
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len(arrays) == len(jax.tree.leaves(state))
+
+
+def test_an_unknown_format_is_refused_in_one_line(tmp_path, template):
+    where = save(tmp_path, concrete(template))
+    meta_file = where / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    meta["format"] = 99
+    meta["versions"]["psijax"] = "9.9.9"
+    meta_file.write_text(json.dumps(meta))
+    reader = checkpoint.Checkpoints(tmp_path, read_only=True)
+    with pytest.raises(InputError, match=r"has format 99, this psijax reads 1, 2; .*\(9\.9\.9\)"):
+        reader.restore(template, {"molecule": "x"})
+    reader.close()
