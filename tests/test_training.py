@@ -145,8 +145,15 @@ def test_strided_chunks_match_vmap_and_keep_the_walker_sharding():
         mcmc.init_walkers(jax.random.PRNGKey(1), MOL, 32), parallel.walker_sharding(mesh)
     )
     params = NET.init(jax.random.PRNGKey(0))
-    chunked = jax.jit(lambda p, w: map_walkers(NET.log_abs, p, w, chunk_size=8))(params, walkers)
-    np.testing.assert_allclose(chunked, map_walkers(NET.log_abs, params, walkers), rtol=1e-6)
+    # In float64: two differently fused float32 programs differ by ~1e-6 (seen: 1.3e-6 on
+    # one of 32 walkers), which would hide a wrong walker order no better than rounding.
+    with jax.enable_x64(True):
+        to64 = lambda tree: jax.tree.map(lambda a: a.astype(jnp.float64), tree)
+        chunked = jax.jit(lambda p, w: map_walkers(NET.log_abs, p, w, chunk_size=8))(
+            to64(params), to64(walkers)
+        )
+        plain = map_walkers(NET.log_abs, to64(params), to64(walkers))
+        np.testing.assert_allclose(chunked, plain, rtol=1e-12)
     text = (
         jax.jit(lambda p, w: map_walkers(NET.log_abs, p, w, chunk_size=8))
         .lower(params, walkers)
