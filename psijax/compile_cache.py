@@ -21,9 +21,10 @@ MIN_COMPILE_SECONDS = 0.25
 def use_compilation_cache(directory: str | None = DEFAULT) -> Path | None:
     """Cache compiled programs in ``directory`` (created if missing); '' or None: off.
 
-    A cache the user configured already (``JAX_COMPILATION_CACHE_DIR`` or
-    ``jax.config.update('jax_compilation_cache_dir', ...)``) is left alone and returned.
-    Returns the directory in use, or None.
+    JAX's own ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` overrides the 0.25 s below
+    which a program is not cached. A cache the user configured already
+    (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update('jax_compilation_cache_dir', ...)``)
+    is left alone and returned. Returns the directory in use, or None.
     """
     configured = jax.config.jax_compilation_cache_dir
     if configured:
@@ -36,5 +37,6 @@ def use_compilation_cache(directory: str | None = DEFAULT) -> Path | None:
     except OSError:
         return None  # a read-only home is no reason to stop a run; it only compiles again
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     return path
