@@ -1,0 +1,342 @@
+"""Evaluation of a trained run: frozen parameters, a long MCMC chain, observables with errors.
+
+>>> import psijax
+>>> result = psijax.evaluate("runs/lih", steps=2000)
+>>> print(result.estimates["energy"], result.estimates["s2"])
+
+Restores the newest checkpoint of ``RUN`` (``psijax.load``), re-equilibrates the walkers
+with the frozen parameters (adapting the proposal width), then runs ``steps`` MCMC steps
+with a fixed width and writes ``RUN/eval/``: ``metrics.csv`` (one row of walker means per
+step), ``walkers.h5`` (the local energy of every walker at every step), ``summary.json``
+(mean, blocking error, autocorrelation time and samples of every column) and ``eval.png``.
+The training's own files are never touched. Walkers are sharded over the devices like
+training; with several processes only process 0 writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from psijax import eval_report, mcmc, parallel
+from psijax import observables as observables_lib
+from psijax.batching import auto_chunk, map_walkers
+from psijax.errors import InputError
+from psijax.stats import Estimate, blocking_estimate
+from psijax.types import Array, Params, Walkers
+from psijax.wavefunction import Wavefunction, check_run, load
+
+EVAL_DIR = "eval"
+DEFAULT_STEPS = 2000
+TARGET_MAX_STEPS = 100_000  # the cap on a --target-error evaluation without --steps
+MIN_TARGET_STEPS = 128  # blocking needs this many steps before an error bar is trusted
+CHECK_EVERY = 32  # steps between --target-error checks
+
+
+class EvalState(NamedTuple):
+    walkers: Walkers  # [walker, electron, 3], sharded
+    log_abs: Array  # [walker], sharded
+    width: Array  # MCMC proposal width (bohr)
+    step: Array  # int32
+    key: Array
+
+
+@dataclasses.dataclass
+class EvalResult:
+    estimates: dict[str, Estimate]  # blocking estimate of every metrics column
+    summary: dict  # what summary.json holds
+    energies: np.ndarray  # per-step mean local energy
+    out: Path
+    reached_target: bool | None
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    """What an evaluation does; checked once, before anything is read or written."""
+
+    steps: int
+    walkers: int | None
+    burn_in: int
+    target_error: float | None
+    observables: tuple[str, ...]
+    seed: int
+    save_positions: bool
+
+    @classmethod
+    def make(
+        cls,
+        steps=None,
+        walkers=None,
+        burn_in=100,
+        target_error=None,
+        observable_names=None,
+        seed=0,
+        save_positions=False,
+    ) -> EvalSettings:
+        if target_error is not None:
+            target_error = _number("target_error", target_error)
+            if not (math.isfinite(target_error) and target_error > 0):
+                raise InputError(
+                    f"target_error={target_error} must be a positive number of Hartree, e.g. 1e-4"
+                )
+        if steps is None:
+            steps = DEFAULT_STEPS if target_error is None else TARGET_MAX_STEPS
+        steps = _whole("steps", steps, minimum=2)
+        if walkers is not None:
+            walkers = _whole("walkers", walkers, minimum=1)
+        burn_in = _whole("burn_in", burn_in, minimum=0)
+        seed = _whole("seed", seed, minimum=0)
+        names = observables_lib.parse(observable_names)
+        return cls(steps, walkers, burn_in, target_error, names, seed, bool(save_positions))
+
+
+def _whole(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(f"{name}={value!r} must be a whole number >= {minimum}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InputError(f"{name}={value!r} must be a whole number >= {minimum}") from None
+    if not number.is_integer() or number < minimum:
+        raise InputError(f"{name}={value!r} must be a whole number >= {minimum}")
+    return int(number)
+
+
+def _number(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name}={value!r} is not a number; give e.g. 1e-4") from None
+
+
+def make_eval_step(
+    apply, local_values: Callable, n_moves: int, mesh, chunk: int | None, donate: bool = True
+) -> Callable[[Params, EvalState], tuple[EvalState, dict[str, Array], Array]]:
+    """One jitted evaluation step: ``n_moves`` Metropolis moves at a fixed width, then
+    every observable of every walker; returns the new state, the walker means (walkers
+    with a non-finite local energy left out and counted) and the per-walker energies."""
+    log_abs = lambda p, r: apply(p, r).log_abs
+
+    def step(params: Params, state: EvalState):
+        key, k_move = jax.random.split(state.key)
+        batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
+        walkers, logp, moves = mcmc.metropolis(
+            k_move, batch, state.walkers, state.log_abs, state.width, n_moves
+        )
+        values = map_walkers(local_values, params, walkers, chunk_size=chunk)
+        energy = values["energy"]
+        ok = jnp.isfinite(energy)
+        n_ok = jnp.maximum(jnp.sum(ok), 1).astype(energy.dtype)
+        mean = lambda v: jnp.sum(jnp.where(ok, v, 0.0)) / n_ok
+        metrics = {name: mean(v) for name, v in values.items()}
+        metrics["variance"] = mean((energy - metrics["energy"]) ** 2)
+        metrics["acceptance"] = moves.acceptance
+        metrics["nonfinite_walkers"] = jnp.sum(~ok).astype(energy.dtype)
+        new = state._replace(walkers=walkers, log_abs=logp, step=state.step + 1, key=key)
+        return new, metrics, energy
+
+    shardings = _state_shardings(mesh)
+    rep, walker = parallel.replicated(mesh), parallel.walker_sharding(mesh)
+    return jax.jit(
+        step,
+        in_shardings=(rep, shardings),
+        out_shardings=(shardings, rep, walker),
+        donate_argnums=1 if donate else (),
+    )
+
+
+def make_equilibrate(apply, n_moves: int, mesh, chunk: int | None):
+    """Jitted ``equilibrate(params, state, n_steps)``: MCMC with an adapted width."""
+    log_abs = lambda p, r: apply(p, r).log_abs
+
+    def equilibrate(params: Params, state: EvalState, n_steps: int) -> EvalState:
+        batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
+
+        def body(i, carry):
+            x, logp, width = carry
+            x, logp, moves = mcmc.metropolis(
+                jax.random.fold_in(state.key, i), batch, x, logp, width, n_moves
+            )
+            return x, logp, mcmc.adapt_width(width, moves.acceptance)
+
+        init = (state.walkers, batch(state.walkers), state.width)
+        walkers, logp, width = jax.lax.fori_loop(0, n_steps, body, init)
+        key = jax.random.fold_in(state.key, n_steps)
+        return state._replace(walkers=walkers, log_abs=logp, width=width, key=key)
+
+    shardings = _state_shardings(mesh)
+    return jax.jit(
+        equilibrate,
+        in_shardings=(parallel.replicated(mesh), shardings),
+        out_shardings=shardings,
+        static_argnums=2,
+    )
+
+
+def _state_shardings(mesh) -> EvalState:
+    rep, walker = parallel.replicated(mesh), parallel.walker_sharding(mesh)
+    return EvalState(walkers=walker, log_abs=walker, width=rep, step=rep, key=rep)
+
+
+def check_eval_dir(run: Path, force: bool) -> Path:
+    out = run / EVAL_DIR
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{str(out)!r} is a file, not a directory; move it away")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise InputError(
+            f"{str(out)!r} already holds an evaluation; pass --force to replace it, or "
+            f"reprint it with psijax report {run}"
+        )
+    return out
+
+
+def evaluate(
+    run: str | Path,
+    *,
+    steps: int | None = None,
+    walkers: int | None = None,
+    target_error: float | None = None,
+    observables: str | list[str] | None = None,
+    burn_in: int = 100,
+    seed: int = 0,
+    devices: int | None = None,
+    save_positions: bool = False,
+    force: bool = False,
+    progress: bool = True,
+) -> EvalResult:
+    """Evaluate the newest checkpoint of the training run ``run``; see the module docstring.
+
+    ``target_error`` (Hartree) stops as soon as the blocking error of the energy is below it
+    (checked every 32 steps from step 128; ``steps`` is then the most steps it may take).
+    Every input is checked before anything is written; bad input raises ``InputError``.
+    """
+    started = time.perf_counter()
+    settings = EvalSettings.make(
+        steps, walkers, burn_in, target_error, observables, seed, save_positions
+    )
+    run = check_run(run)
+    mesh = parallel.make_mesh(devices)
+    out = run / EVAL_DIR
+    parallel.check_on_lead(lambda: check_eval_dir(run, force))
+    wf = load(run, mesh=mesh)
+    n_walkers = settings.walkers or wf.config.walkers
+    parallel.check_walkers(n_walkers, mesh)
+
+    # ---- every input is checked; from here on files are written (process 0 only)
+    lead = jax.process_index() == 0
+    if lead and out.is_dir():
+        shutil.rmtree(out)
+    state = _initial_state(wf, n_walkers, settings.seed, mesh)
+    chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
+    from psijax.vmc import laplacian_operator
+
+    op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
+    observed = observables_lib.build(settings.observables, wf.molecule)
+    local = observables_lib.make_local_values(wf.apply, observed, op)
+    show = eval_report.EvalProgress(settings.steps, enabled=progress and lead)
+    if settings.burn_in:
+        show.phase("re-equilibrating the walkers", settings.burn_in)
+        equilibrate = make_equilibrate(wf.apply, wf.config.mcmc_moves, mesh, chunk)
+        state = equilibrate(wf.params, state, settings.burn_in)
+    step = make_eval_step(
+        wf.apply, local, wf.config.mcmc_moves, mesh, chunk, donate=not settings.save_positions
+    )
+    columns = [c for o in observed for c in o.columns]
+    writer = eval_report.EvalWriter(
+        out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions
+    )
+    static = {
+        "run": str(run),
+        "system": wf.config.system,
+        "checkpoint_step": wf.step,
+        "walkers": n_walkers,
+        "burn_in_steps": settings.burn_in,
+        "mcmc_moves": wf.config.mcmc_moves,
+        "devices": int(mesh.devices.size),
+        "processes": jax.process_count(),
+        "target_error": settings.target_error,
+        "max_steps": settings.steps,
+        "seed": settings.seed,
+        "observables": list(settings.observables),
+    }
+    writer.start(static)
+    show.phase("evaluating", settings.steps)
+    reached = None if settings.target_error is None else False
+    energies: list[float] = []
+    t_first = None
+    pending = None
+    try:
+        for i in range(settings.steps):
+            new_state, metrics, e_walkers = step(wf.params, state)
+            if pending is not None:
+                _emit(pending, writer, show, energies, started)
+            positions = new_state.walkers if settings.save_positions else None  # not donated then
+            pending = (i, metrics, e_walkers, positions)
+            state = new_state
+            if i == 0:
+                jax.block_until_ready(metrics)
+                t_first = time.perf_counter()
+            if settings.target_error is not None and _check_due(i + 1):
+                _emit(pending, writer, show, energies, started)
+                pending = None
+                if blocking_estimate(energies).error < settings.target_error:
+                    reached = True
+                    break
+        if pending is not None:
+            _emit(pending, writer, show, energies, started)
+    finally:
+        show.close()
+        writer.close()
+    seconds = time.perf_counter() - started
+    n_done = len(energies)
+    rate = None
+    if t_first is not None and n_done > 1:
+        rate = n_walkers * (n_done - 1) / max(time.perf_counter() - t_first, 1e-9)
+    info = {
+        **static,
+        "steps": n_done,
+        "width": float(np.asarray(parallel.to_host(state.width))),
+        "reached_target": reached,
+        "seconds": round(seconds, 2),
+        "walker_steps_per_second": None if rate is None else round(rate, 1),
+    }
+    summary, estimates = eval_report.finish(out, wf, observed, writer.rows, info, enabled=lead)
+    return EvalResult(estimates, summary, np.asarray(energies), out, reached)
+
+
+def _check_due(done: int) -> bool:
+    return done >= MIN_TARGET_STEPS and done % CHECK_EVERY == 0
+
+
+def _emit(pending, writer, show, energies: list[float], started: float) -> None:
+    i, metrics, e_walkers, positions = pending
+    host = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    energies.append(host["energy"])
+    per_walker = parallel.to_host(e_walkers)
+    where = None if positions is None else parallel.to_host(positions)
+    writer.row(i, host, per_walker, where, time.perf_counter() - started)
+    show.step(i, host, energies)
+
+
+def _initial_state(wf: Wavefunction, n_walkers: int, seed: int, mesh) -> EvalState:
+    """The checkpoint's walkers (repeated or cut to ``n_walkers``) on ``mesh``."""
+    saved = np.asarray(parallel.to_host(wf.walkers))
+    walkers = saved[np.arange(n_walkers) % saved.shape[0]]
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 0xE7A1)
+    state = EvalState(
+        walkers=walkers,
+        log_abs=np.zeros((n_walkers,), saved.dtype),
+        width=np.asarray(wf.width, saved.dtype),
+        step=np.zeros((), np.int32),
+        key=np.asarray(key),
+    )
+    return parallel.to_global(state, _state_shardings(mesh))
