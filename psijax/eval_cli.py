@@ -63,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
     if jax.process_index() == 0:
         print(format_summary(result.summary))
-        print(
-            f"outputs                 {result.out}/ (metrics.csv, walkers.h5, summary.json, eval.png)"
-        )
+        files = "metrics.csv, walkers.h5, summary.json, eval.png"
+        print(f"{'outputs':<24}{result.out}/ ({files})")
     return 0

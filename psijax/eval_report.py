@@ -190,14 +190,18 @@ def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
     plt.close(fig)
 
 
+def _line(name: str, text: str) -> str:
+    return f"{name:<24}{text}"
+
+
 def format_summary(summary: dict) -> str:
     """The lines ``psijax evaluate`` and ``psijax report`` print."""
     lines = []
     status = summary.get("status", "?")
     lines.append(
-        f"evaluation              {summary.get('steps', '?')} steps x {summary.get('walkers', '?')} walkers "
-        f"from checkpoint step {summary.get('checkpoint_step', '?')} ({status})"
-    )
+        _line("evaluation", f"{summary.get('steps', '?')} steps x {summary.get('walkers', '?')} "
+              f"walkers from checkpoint step {summary.get('checkpoint_step', '?')} ({status})")
+    )  # fmt: skip
     for name, e in summary.get("estimates", {}).items():
         if name == "acceptance":
             continue
@@ -218,23 +222,23 @@ def format_summary(summary: dict) -> str:
         diff = 1000 * (est["mean"] - training["energy"])
         err = 1000 * math.hypot(est["error"], training.get("energy_error") or 0.0)
         lines.append(
-            f"training                {training.get('energy_text')} Ha   (evaluation - training "
+            f"{_line('training', '')}{training.get('energy_text')} Ha   (evaluation - training "
             f"{diff:+.2f} ± {err:.2f} mHa)"
         )
     if training.get("exact") is not None and est:
         diff = 1000 * (est["mean"] - training["exact"])
         lines.append(
-            f"exact                   {training['exact']:.6f} Ha   (difference {diff:+.2f} ± "
+            f"{_line('exact', '')}{training['exact']:.6f} Ha   (difference {diff:+.2f} ± "
             f"{1000 * est['error']:.2f} mHa)"
         )
     if summary.get("target_error") is not None:
         lines.append(
-            f"target error            {summary['target_error']:g} Ha "
+            f"{_line('target error', '')}{summary['target_error']:g} Ha "
             f"({'reached' if summary.get('reached_target') else 'NOT reached'})"
         )
     if summary.get("walker_steps_per_second"):
         lines.append(
-            f"throughput              {summary['walker_steps_per_second']:.0f} walker-steps/s"
+            f"{_line('throughput', '')}{summary['walker_steps_per_second']:.0f} walker-steps/s"
         )
     return "\n".join(lines)
 
@@ -303,14 +307,14 @@ def report(run: str | Path) -> str:
         finite = energies[np.isfinite(energies)]
         est = tail_estimate(finite, config.eval_fraction)
         exact = molecule.exact_energy
-        lines.append(f"system                  {config.system}")
+        lines.append(f"{_line('system', '')}{config.system}")
         lines.append(
-            f"training                {est} Ha   (blocking analysis of the last {est.n_samples} of "
+            f"{_line('training', '')}{est} Ha   (blocking analysis of the last {est.n_samples} of "
             f"{energies.size} steps)"
         )
         if exact is not None:
             lines.append(
-                f"exact                   {exact:.6f} Ha   (difference "
+                f"{_line('exact', '')}{exact:.6f} Ha   (difference "
                 f"{1000 * (est.mean - exact):+.2f} ± {1000 * est.error:.2f} mHa)"
             )
         plot_energy(run / "energy.png", energies, exact, est, config.system)

@@ -133,7 +133,7 @@ class Dipole:
             float(np.linalg.norm(mu * err) / size) if size > 0 else float(np.linalg.norm(err))
         )
         out = {
-            f"{c}_debye": {"mean": m * DEBYE_PER_AU, "error": e * DEBYE_PER_AU}
+            f"{c}_debye": {"mean": m * DEBYE_PER_AU, "error": e * DEBYE_PER_AU, "unit": "Debye"}
             for c, m, e in zip(self.columns, mu, err, strict=True)
         }
         out["dipole_magnitude"] = {"mean": size, "error": size_err, "unit": "e*bohr"}
