@@ -13,8 +13,8 @@ def train(config=None, **overrides):
 
 
 def evaluate(run, **options):
-    """Evaluate a trained run with frozen parameters; see ``psijax.evaluate.evaluate``."""
-    from psijax.evaluate import evaluate as _evaluate
+    """Evaluate a trained run with frozen parameters; see ``psijax.evaluation.evaluate``."""
+    from psijax.evaluation import evaluate as _evaluate
 
     return _evaluate(run, **options)
 

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from psijax import distributed
     from psijax.eval_report import format_summary
-    from psijax.evaluate import EvalSettings, evaluate
+    from psijax.evaluation import EvalSettings, evaluate
     from psijax.wavefunction import check_run
 
     EvalSettings.make(  # bad numbers fail before JAX starts
