@@ -23,7 +23,7 @@ def add_parsers(sub, types: dict) -> None:
     ev.add_argument("--target-error", type=number, metavar="HA",
                     help="stop once the energy error bar is below this (Hartree)")  # fmt: skip
     ev.add_argument("--observables", nargs="+", metavar="NAME",
-                    help="energy, spin, dipole (default: all; energy is always on)")  # fmt: skip
+                    help="energy, spin, dipole, forces (default: all; energy always)")  # fmt: skip
     ev.add_argument("--burn-in-steps", type=whole, default=100,
                     help="MCMC steps re-equilibrating the walkers (default 100)")  # fmt: skip
     ev.add_argument("--seed", type=whole, default=0, help="random seed (default 0)")

@@ -35,6 +35,10 @@ UNITS = {
 }  # fmt: skip
 
 
+def _unit(column: str) -> str:
+    return "Ha/bohr" if column.startswith("force_") else UNITS.get(column, "")
+
+
 class EvalWriter:
     """Writes ``metrics.csv``, ``walkers.h5`` and the first ``summary.json``; keeps the rows."""
 
@@ -113,7 +117,7 @@ def summarize(rows, observed, info: dict[str, Any], run: Path) -> tuple[dict, di
     table = {
         name: {
             "mean": e.mean, "error": e.error, "autocorrelation_time": e.autocorrelation_time,
-            "n_samples": e.n_samples, "block_size": e.block_size, "unit": UNITS.get(name, ""),
+            "n_samples": e.n_samples, "block_size": e.block_size, "unit": _unit(name),
         }
         for name, e in estimates.items()
     }  # fmt: skip

@@ -12,6 +12,8 @@ bars and derived quantities (``derived``) are the same for every observable.
   exact for any state whose spatial part has the given up/down assignment.
 - ``Dipole``: the electric dipole moment sum_A Z_A R_A - sum_i r_i about the origin
   (origin-independent for neutral molecules), in e*bohr and Debye.
+- ``Forces``: the force on every nucleus (Hartree/bohr) by the zero-variance estimator of
+  Assaraf and Caffarel (J. Chem. Phys. 119, 10536 (2003)), see ``Forces``.
 """
 
 from __future__ import annotations
@@ -145,9 +147,56 @@ class Dipole:
         return out
 
 
-Observable = Energy | Spin | Dipole
-OBSERVABLES: dict[str, type] = {"energy": Energy, "spin": Spin, "dipole": Dipole}
-DEFAULT = ("energy", "spin", "dipole")
+@dataclasses.dataclass(frozen=True)
+class Forces:
+    """Force on each nucleus A, F_A = -dE/dR_A (Hartree/bohr), zero-variance form.
+
+    The Hellmann-Feynman local force Z_A sum_i x_i / |x_i|^3 (x_i = r_i - R_A) plus the
+    nuclear repulsion term has infinite variance (1 / |x|^2 at the nucleus). Subtracting
+    (H - E_L)(Q psi) / psi with Q = Z_A sum_i x_i / |x_i|, whose average is exactly zero for
+    any psi (H is Hermitian), cancels that singularity and leaves
+    F_A = nuclear term + Z_A sum_i [g_i / |x_i| - x_i (x_i . g_i) / |x_i|^3],
+    g_i = grad_i log|psi|: finite variance, and zero variance for an exact eigenstate of a
+    one-electron atom. The mean is the Hellmann-Feynman force of psi, which equals -dE/dR
+    only as psi approaches an eigenstate (the Pulay term is left out).
+    """
+
+    molecule: Molecule
+    name: str = "forces"
+    needs_derivatives: bool = True
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(f"force_{a}_{c}" for a in range(self.molecule.n_atoms) for c in "xyz")
+
+    def local(self, w: Walker, apply: Apply, params: Params) -> dict[str, Array]:
+        nuclei = jnp.asarray(self.molecule.nuclear_positions, w.r.dtype)
+        charges = jnp.asarray(self.molecule.nuclear_charges, w.r.dtype)
+        x = w.r[None, :, :] - nuclei[:, None, :]  # [atom, electron, 3]
+        dist = jnp.linalg.norm(x, axis=-1, keepdims=True)
+        g = w.grad[None]
+        radial = jnp.sum(x * g, axis=-1, keepdims=True)
+        electronic = charges[:, None] * jnp.sum(g / dist - x * radial / dist**3, axis=1)
+        total = electronic + jnp.asarray(self.nuclear_forces(), w.r.dtype)
+        return dict(zip(self.columns, total.reshape(-1), strict=True))
+
+    def nuclear_forces(self) -> np.ndarray:
+        """[atom, 3]: Z_A sum_B Z_B (R_A - R_B) / |R_A - R_B|^3."""
+        pos, z = self.molecule.nuclear_positions, self.molecule.nuclear_charges
+        diff = pos[:, None] - pos[None]
+        dist = np.linalg.norm(diff, axis=-1)
+        np.fill_diagonal(dist, np.inf)
+        return z[:, None] * np.einsum("b,abx->ax", z, diff / dist[..., None] ** 3)
+
+    def derived(self, means: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+Observable = Energy | Spin | Dipole | Forces
+OBSERVABLES: dict[str, type] = {
+    "energy": Energy, "spin": Spin, "dipole": Dipole, "forces": Forces,
+}  # fmt: skip
+DEFAULT = ("energy", "spin", "dipole", "forces")
 
 
 def parse(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:

@@ -64,7 +64,7 @@ class Wavefunction:
         """The local energy (Hartree) of one walker or each of a batch."""
         return self.local_values(r, ("energy",))["energy"]
 
-    def local_values(self, r: Array, names=("energy", "spin", "dipole")) -> dict[str, Array]:
+    def local_values(self, r: Array, names=observables.DEFAULT) -> dict[str, Array]:
         """Every column of the observables ``names`` (``psijax.observables``) per walker."""
         r = self._check(r)
         names = observables.parse(list(names))

@@ -208,3 +208,31 @@ def test_unknown_observable_names_the_choices():
     with pytest.raises(ValueError, match="unknown observable 'spinn'; choose from energy"):
         observables.parse(["spinn"])
     assert observables.parse("dipole,spin") == ("energy", "dipole", "spin")
+
+
+def test_zero_variance_force_vanishes_for_the_exact_hydrogen_atom():
+    """psi = exp(-r) is an eigenstate: the zero-variance force is 0 at every walker,
+    while the Hellmann-Feynman local force x / |x|^3 is not."""
+    walkers = slater_1s(RNG, 512, 1.0)[:, None, :]
+    values = local_values(["forces"], preset("H"), product_of_1s([1.0], [[0, 0, 0]]), walkers)
+    for c in "xyz":
+        np.testing.assert_allclose(values[f"force_0_{c}"], 0.0, atol=1e-10)
+
+
+def test_zero_variance_force_of_a_displaced_cloud_is_its_field_at_the_nucleus():
+    """Electron in 1s centred at d, nucleus at 0: by Gauss the mean force on the nucleus is
+    Q(d) / d^2 towards d, Q(d) = 1 - exp(-2d) (1 + 2d + 2d^2) the charge within radius d."""
+    d = np.array([0.0, 0.4, 0.9])
+    walkers = slater_1s(RNG, 8000, 1.0, d)[:, None, :]
+    values = local_values(["forces"], preset("H"), product_of_1s([1.0], [d]), walkers)
+    size = np.linalg.norm(d)
+    enclosed = 1 - np.exp(-2 * size) * (1 + 2 * size + 2 * size**2)
+    expected = enclosed / size**2 * d / size
+    for axis, c in enumerate("xyz"):
+        assert_mean(values[f"force_0_{c}"], expected[axis], max_error=0.03)
+
+
+def test_nuclear_repulsion_forces_push_the_nuclei_apart():
+    h2 = from_atom_string("H 0 0 -0.7; H 0 0 0.7")
+    forces = observables.Forces(h2).nuclear_forces()
+    np.testing.assert_allclose(forces, [[0, 0, -1 / 1.96], [0, 0, 1 / 1.96]], rtol=1e-12)
