@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,27 @@ def _unit(column: str) -> str:
 
 
 class EvalWriter:
-    """Writes ``metrics.csv``, ``walkers.h5`` and the first ``summary.json``; keeps the rows."""
+    """Writes ``metrics.csv``, ``walkers.h5`` and the first ``summary.json``; keeps the rows.
+
+    ``resume_step``: keep the rows and per-walker arrays of the steps before it, drop the
+    rest (written after the checkpoint being resumed) and append from there.
+    """
 
     def __init__(
-        self, out: Path, columns, n_walkers: int, wf, *, enabled=True, save_positions=False
-    ):
+        self, out: Path, columns, n_walkers: int, wf, *, enabled=True, save_positions=False,
+        resume_step: int | None = None,
+    ):  # fmt: skip
         self.out, self.enabled = out, enabled
         self.columns = ["step", *columns, *TAIL, "seconds"]
         self.rows: list[dict[str, float]] = []
+        if resume_step is not None:
+            rows = read_rows(out / "metrics.csv") if (out / "metrics.csv").is_file() else []
+            self.rows = [r for r in rows if r["step"] < resume_step]
+            if [int(r["step"]) for r in self.rows] != list(range(resume_step)):
+                raise InputError(
+                    f"{str(out / 'metrics.csv')!r} is missing rows before step {resume_step}; "
+                    "start a new evaluation with --force"
+                )
         if not enabled:
             return
         import h5py
@@ -56,6 +70,16 @@ class EvalWriter:
         self._file = open(out / "metrics.csv", "w", newline="")  # noqa: SIM115
         self._csv = csv.DictWriter(self._file, self.columns, extrasaction="ignore")
         self._csv.writeheader()
+        for row in self.rows:
+            self._csv.writerow({k: int(v) if k == "step" else v for k, v in row.items()})
+        if resume_step is not None:
+            self._h5 = h5py.File(out / "walkers.h5", "a")
+            self._energy = self._h5["local_energy"]
+            self._positions = self._h5.get("positions")
+            for data in (self._energy, self._positions):
+                if data is not None:
+                    data.resize(resume_step, axis=0)
+            return
         self._h5 = h5py.File(out / "walkers.h5", "w")
         self._h5.attrs.update(
             system=wf.config.system, checkpoint_step=wf.step, unit_energy="Hartree",
@@ -91,6 +115,13 @@ class EvalWriter:
             self._positions[n] = np.asarray(positions, np.float32)
         if n % 50 == 0:
             self._file.flush()
+            self._h5.flush()
+
+    def flush(self) -> None:
+        """Make every row so far durable (before each checkpoint)."""
+        if self.enabled:
+            self._file.flush()
+            os.fsync(self._file.fileno())
             self._h5.flush()
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ training; with several processes only process 0 writes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shutil
 import time
@@ -27,10 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import eval_report, mcmc, parallel
+from psijax import checkpoint, eval_report, mcmc, parallel
 from psijax import observables as observables_lib
 from psijax.batching import auto_chunk, map_walkers
 from psijax.errors import InputError
+from psijax.loop import Interrupted, StopSignals
 from psijax.stats import Estimate, blocking_estimate
 from psijax.types import Array, Params, Walkers
 from psijax.wavefunction import Wavefunction, check_run, load
@@ -206,36 +208,67 @@ def evaluate(
     walkers: int | None = None,
     target_error: float | None = None,
     observables: str | list[str] | None = None,
-    burn_in: int = 100,
-    seed: int = 0,
+    burn_in: int | None = None,
+    seed: int | None = None,
     devices: int | None = None,
     save_positions: bool = False,
     force: bool = False,
+    resume: bool = False,
+    checkpoint_every: int = 200,
     progress: bool = True,
 ) -> EvalResult:
     """Evaluate the newest checkpoint of the training run ``run``; see the module docstring.
 
     ``target_error`` (Hartree) stops as soon as the blocking error of the energy is below it
     (checked every 32 steps from step 128; ``steps`` is then the most steps it may take).
+    ``resume=True`` continues the evaluation in ``RUN/eval/`` from its newest checkpoint
+    (written every ``checkpoint_every`` steps, at the end and on SIGTERM/SIGINT) with its
+    own settings; ``steps`` and ``target_error`` may change.
     Every input is checked before anything is written; bad input raises ``InputError``.
     """
     started = time.perf_counter()
-    settings = EvalSettings.make(
-        steps, walkers, burn_in, target_error, observables, seed, save_positions
-    )
     run = check_run(run)
-    mesh = parallel.make_mesh(devices)
     out = run / EVAL_DIR
-    parallel.check_on_lead(lambda: check_eval_dir(run, force))
+    given = dict(walkers=walkers, observables=observables, burn_in=burn_in, seed=seed)
+    if resume:
+        if force:
+            raise InputError("--resume and --force contradict each other; give only one")
+        saved = _saved_settings(out, given, save_positions)
+        steps = saved["max_steps"] if steps is None else steps
+        target_error = saved["target_error"] if target_error is None else target_error
+        walkers, observables = saved["walkers"], saved["observables"]
+        burn_in, seed, save_positions = saved["burn_in_steps"], saved["seed"], saved["positions"]
+    settings = EvalSettings.make(
+        steps, walkers, 100 if burn_in is None else burn_in, target_error, observables,
+        seed or 0, save_positions,
+    )  # fmt: skip
+    every = _whole("checkpoint_every", checkpoint_every, minimum=1)
+    mesh = parallel.make_mesh(devices)
+    if not resume:
+        parallel.check_on_lead(lambda: check_eval_dir(run, force))
     wf = load(run, mesh=mesh)
     n_walkers = settings.walkers or wf.config.walkers
     parallel.check_walkers(n_walkers, mesh)
+    identity = checkpoint.identity_of(
+        wf.molecule.fingerprint(),
+        {"training_step": wf.step, "walkers": n_walkers, "seed": settings.seed,
+         "observables": list(settings.observables)},
+    )  # fmt: skip
+    state, start = None, 0
+    if resume:
+        reader = checkpoint.Checkpoints(out, read_only=True)
+        try:
+            state = reader.restore(_abstract_state(wf, n_walkers, mesh), identity)
+        finally:
+            reader.close()
+        start = int(np.asarray(parallel.to_host(state.step)))
 
     # ---- every input is checked; from here on files are written (process 0 only)
     lead = jax.process_index() == 0
-    if lead and out.is_dir():
+    if lead and out.is_dir() and not resume:
         shutil.rmtree(out)
-    state = _initial_state(wf, n_walkers, settings.seed, mesh)
+    if state is None:
+        state = _initial_state(wf, n_walkers, settings.seed, mesh)
     chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
     from psijax.vmc import laplacian_operator
 
@@ -243,7 +276,7 @@ def evaluate(
     observed = observables_lib.build(settings.observables, wf.molecule)
     local = observables_lib.make_local_values(wf.apply, observed, op)
     show = eval_report.EvalProgress(settings.steps, enabled=progress and lead)
-    if settings.burn_in:
+    if settings.burn_in and not resume:
         show.phase("re-equilibrating the walkers", settings.burn_in)
         equilibrate = make_equilibrate(wf.apply, wf.config.mcmc_moves, mesh, chunk)
         state = equilibrate(wf.params, state, settings.burn_in)
@@ -252,8 +285,10 @@ def evaluate(
     )
     columns = [c for o in observed for c in o.columns]
     writer = eval_report.EvalWriter(
-        out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions
-    )
+        out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
+        resume_step=start if resume else None,
+    )  # fmt: skip
+    saver = checkpoint.Checkpoints(out, keep=2)
     static = {
         "run": str(run),
         "system": wf.config.system,
@@ -267,40 +302,57 @@ def evaluate(
         "max_steps": settings.steps,
         "seed": settings.seed,
         "observables": list(settings.observables),
+        "positions": settings.save_positions,
     }
     writer.start(static)
-    show.phase("evaluating", settings.steps)
+    show.phase("evaluating", settings.steps, start=start)
     reached = None if settings.target_error is None else False
-    energies: list[float] = []
+    energies: list[float] = [r["energy"] for r in writer.rows]
     t_first = None
     pending = None
-    try:
-        for i in range(settings.steps):
-            new_state, metrics, e_walkers = step(wf.params, state)
+    with StopSignals() as signals:
+        try:
+            for i in range(start, settings.steps):
+                new_state, metrics, e_walkers = step(wf.params, state)
+                if pending is not None:
+                    _emit(pending, writer, show, energies, started)
+                positions = (
+                    new_state.walkers if settings.save_positions else None
+                )  # not donated then
+                pending = (i, metrics, e_walkers, positions)
+                state = new_state
+                if i == start:
+                    jax.block_until_ready(metrics)
+                    t_first = time.perf_counter()
+                stop = signals.received is not None and jax.process_count() == 1
+                if stop or (i + 1) % every == 0:
+                    _emit(pending, writer, show, energies, started)
+                    pending = None
+                    writer.flush()
+                    saver.save(state, identity)
+                if stop:
+                    saver.wait()
+                    raise Interrupted(signals.received, i + 1, True)
+                if settings.target_error is not None and _check_due(i + 1):
+                    if pending is not None:
+                        _emit(pending, writer, show, energies, started)
+                        pending = None
+                    if blocking_estimate(energies).error < settings.target_error:
+                        reached = True
+                        break
             if pending is not None:
                 _emit(pending, writer, show, energies, started)
-            positions = new_state.walkers if settings.save_positions else None  # not donated then
-            pending = (i, metrics, e_walkers, positions)
-            state = new_state
-            if i == 0:
-                jax.block_until_ready(metrics)
-                t_first = time.perf_counter()
-            if settings.target_error is not None and _check_due(i + 1):
-                _emit(pending, writer, show, energies, started)
-                pending = None
-                if blocking_estimate(energies).error < settings.target_error:
-                    reached = True
-                    break
-        if pending is not None:
-            _emit(pending, writer, show, energies, started)
-    finally:
-        show.close()
-        writer.close()
+            writer.flush()
+            saver.save(state, identity)
+        finally:
+            show.close()
+            writer.close()
+            saver.close()
     seconds = time.perf_counter() - started
     n_done = len(energies)
     rate = None
-    if t_first is not None and n_done > 1:
-        rate = n_walkers * (n_done - 1) / max(time.perf_counter() - t_first, 1e-9)
+    if t_first is not None and n_done - start > 1:
+        rate = n_walkers * (n_done - start - 1) / max(time.perf_counter() - t_first, 1e-9)
     info = {
         **static,
         "steps": n_done,
@@ -311,6 +363,44 @@ def evaluate(
     }
     summary, estimates = eval_report.finish(out, wf, observed, writer.rows, info, enabled=lead)
     return EvalResult(estimates, summary, np.asarray(energies), out, reached)
+
+
+def _saved_settings(out: Path, given: dict, positions: bool) -> dict:
+    """The settings of the evaluation in ``out`` (for --resume); refuses changed ones."""
+    try:
+        saved = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        saved = None
+    if not isinstance(saved, dict) or not {"walkers", "seed", "max_steps"} <= saved.keys():
+        raise InputError(f"{str(out)!r} holds no evaluation to resume; start one without --resume")
+    names = {"walkers": "walkers", "burn_in": "burn_in_steps", "seed": "seed"}
+    for key, value in given.items():
+        if value is None:
+            continue
+        was = saved.get(names.get(key, key))
+        now = list(observables_lib.parse(value)) if key == "observables" else value
+        if now != was:
+            raise InputError(
+                f"{key} cannot change when resuming an evaluation (it has {was!r}, given "
+                f"{value!r}); drop it, or start a new evaluation with --force"
+            )
+    if positions and not saved.get("positions"):
+        raise InputError("--save-positions cannot be added when resuming; drop it or --force")
+    saved.setdefault("positions", False)
+    return saved
+
+
+def _abstract_state(wf: Wavefunction, n_walkers: int, mesh) -> EvalState:
+    n = wf.molecule.n_electrons
+    dtype = wf.walkers.dtype
+    shapes = EvalState(
+        walkers=((n_walkers, n, 3), dtype), log_abs=((n_walkers,), dtype),
+        width=((), dtype), step=((), np.int32), key=((2,), np.uint32),
+    )  # fmt: skip
+    return jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s[0], s[1], sharding=sh),
+        shapes, _state_shardings(mesh), is_leaf=lambda x: isinstance(x, tuple),
+    )  # fmt: skip
 
 
 def _check_due(done: int) -> bool:

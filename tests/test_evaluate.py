@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 
 import h5py
 import jax
@@ -52,7 +53,7 @@ def test_evaluate_writes_eval_and_never_touches_the_training_files(tmp_path):
     assert {k: v for k, v in after.items() if not k.startswith("eval/")} == before
     out = run / "eval"
     assert sorted(p.name for p in out.iterdir()) == [
-        "eval.png", "metrics.csv", "summary.json", "walkers.h5"
+        "checkpoints", "eval.png", "metrics.csv", "summary.json", "walkers.h5"
     ]  # fmt: skip
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -119,3 +120,23 @@ def test_the_evaluate_and_report_commands(tmp_path):
     shown = run_cli("report", run)
     assert shown.returncode == 0, shown.stderr
     assert "evaluation              5 steps x 16 walkers" in shown.stdout
+
+
+def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
+    """Checkpoints at steps 4 and 8; the one at 8 is lost (as after a kill between the rows
+    and the checkpoint): resuming drops rows 4-7 and walkers.h5 rows, and redoes them."""
+    run = trained_run(tmp_path)
+    whole = psijax.evaluate(run, steps=10, burn_in=2, progress=False)
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        expected = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+    psijax.evaluate(run, steps=8, burn_in=2, checkpoint_every=4, progress=False, force=True)
+    shutil.rmtree(run / "eval" / "checkpoints" / "8")
+    with pytest.raises(ValueError, match="seed cannot change when resuming"):
+        psijax.evaluate(run, steps=10, seed=5, resume=True, progress=False)
+    resumed = psijax.evaluate(run, steps=10, resume=True, progress=False)
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        got = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+    assert got == expected
+    np.testing.assert_array_equal(resumed.energies, whole.energies)
+    with h5py.File(run / "eval" / "walkers.h5") as h5:
+        assert h5["local_energy"].shape == (10, 16)
