@@ -83,7 +83,7 @@ class EvalWriter:
         self._h5 = h5py.File(out / "walkers.h5", "w")
         self._h5.attrs.update(
             system=wf.config.system, checkpoint_step=wf.step, unit_energy="Hartree",
-            unit_length="bohr", electrons_spin_up_first=wf.molecule.n_up,
+            unit_length="bohr", n_up=wf.molecule.n_up, n_down=wf.molecule.n_down,
         )  # fmt: skip
         self._energy = self._h5.create_dataset(
             "local_energy", (0, n_walkers), maxshape=(None, n_walkers), dtype="f4",
