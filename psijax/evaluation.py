@@ -391,16 +391,17 @@ def _saved_settings(out: Path, given: dict, positions: bool) -> dict:
 
 
 def _abstract_state(wf: Wavefunction, n_walkers: int, mesh) -> EvalState:
-    n = wf.molecule.n_electrons
-    dtype = wf.walkers.dtype
-    shapes = EvalState(
-        walkers=((n_walkers, n, 3), dtype), log_abs=((n_walkers,), dtype),
-        width=((), dtype), step=((), np.int32), key=((2,), np.uint32),
-    )  # fmt: skip
-    return jax.tree.map(
-        lambda s, sh: jax.ShapeDtypeStruct(s[0], s[1], sharding=sh),
-        shapes, _state_shardings(mesh), is_leaf=lambda x: isinstance(x, tuple),
-    )  # fmt: skip
+    """Shapes, dtypes and shardings of the evaluation's state (the restore template)."""
+    n, dtype = wf.molecule.n_electrons, wf.walkers.dtype
+    sh = _state_shardings(mesh)
+    spec = jax.ShapeDtypeStruct
+    return EvalState(
+        walkers=spec((n_walkers, n, 3), dtype, sharding=sh.walkers),
+        log_abs=spec((n_walkers,), dtype, sharding=sh.log_abs),
+        width=spec((), dtype, sharding=sh.width),
+        step=spec((), np.int32, sharding=sh.step),
+        key=spec((2,), np.uint32, sharding=sh.key),
+    )
 
 
 def _check_due(done: int) -> bool:

@@ -40,6 +40,8 @@ def _setup(tmp_path, case):
         "negative-target": ["--target-error=-1e-3"],
         "too-many-devices": ["--devices", "99"],
         "negative-burn-in": ["--burn-in-steps", "-1"],
+        "resume-nothing": ["--resume"],
+        "resume-and-force": ["--resume", "--force"],
     }
     if case in flags:
         return ["evaluate", str(run), *flags[case]], tmp_path
@@ -68,6 +70,8 @@ CASES = {
     "negative-target": "target_error=-0.001 must be a positive number",
     "too-many-devices": "devices=99 but 4 are available",
     "negative-burn-in": "burn_in=-1 must be a whole number >= 0",
+    "resume-nothing": "holds no evaluation to resume; start one without --resume",
+    "resume-and-force": "--resume and --force contradict each other",
     "report-missing": "is not a directory",
     "report-not-a-run": "holds no psijax run",
     "report-no-metrics": "fewer than two steps of metrics",
