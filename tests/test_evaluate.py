@@ -140,3 +140,10 @@ def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
     np.testing.assert_array_equal(resumed.energies, whole.energies)
     with h5py.File(run / "eval" / "walkers.h5") as h5:
         assert h5["local_energy"].shape == (10, 16)
+
+
+def test_python_api_evaluate_and_load_are_functions_after_submodules_load():
+    import psijax.evaluation
+    import psijax.wavefunction
+
+    assert callable(psijax.evaluate) and callable(psijax.load)
