@@ -83,6 +83,7 @@ def test_evaluate_writes_eval_and_never_touches_the_training_files(tmp_path):
     assert summary["training"]["energy"] is not None
 
 
+@pytest.mark.slow
 def test_evaluation_is_the_same_on_one_and_four_devices(tmp_path):
     run = trained_run(tmp_path)
     a = psijax.evaluate(run, steps=6, burn_in=2, devices=1, progress=False)
@@ -122,6 +123,7 @@ def test_the_evaluate_and_report_commands(tmp_path):
     assert "evaluation              5 steps x 16 walkers" in shown.stdout
 
 
+@pytest.mark.slow
 def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
     """Checkpoints at steps 4 and 8; the one at 8 is lost (as after a kill between the rows
     and the checkpoint): resuming drops rows 4-7 and walkers.h5 rows, and redoes them."""
@@ -147,3 +149,36 @@ def test_python_api_evaluate_and_load_are_functions_after_submodules_load():
     import psijax.wavefunction
 
     assert callable(psijax.evaluate) and callable(psijax.load)
+
+
+@pytest.mark.slow
+def test_two_processes_evaluate_like_one(tmp_path):
+    """Two processes of two devices (PSIJAX_* variables) give one process's chain."""
+    import os
+    import socket
+    import subprocess
+
+    from runs import command, env
+
+    run = trained_run(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = command("evaluate", run, "--steps", "4", "--burn-in-steps", "1", "--quiet")
+    procs = []
+    for i in (1, 0):  # the worker first: it waits for the coordinator
+        variables = {
+            **env(devices=2), "PSIJAX_COORDINATOR": f"127.0.0.1:{port}",
+            "PSIJAX_NUM_PROCESSES": "2", "PSIJAX_PROCESS_ID": str(i),
+        }  # fmt: skip
+        procs.append(subprocess.Popen(argv, env=variables, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    assert "energy" in outputs[1][0] and "energy" not in outputs[0][0]
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        two = [float(r["energy"]) for r in csv.DictReader(f)]
+    one = psijax.evaluate(run, steps=4, burn_in=1, devices=4, progress=False, force=True)
+    np.testing.assert_allclose(two, one.energies, rtol=1e-5)
+    assert os.path.isfile(run / "eval" / "walkers.h5")
