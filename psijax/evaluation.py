@@ -20,36 +20,24 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from psijax import checkpoint, eval_report, mcmc, parallel
+from psijax import checkpoint, eval_report, eval_step, parallel
 from psijax import observables as observables_lib
-from psijax.batching import auto_chunk, map_walkers
+from psijax.batching import auto_chunk
 from psijax.errors import InputError
 from psijax.loop import Interrupted, StopSignals
 from psijax.stats import Estimate, blocking_estimate
-from psijax.types import Array, Params, Walkers
-from psijax.wavefunction import Wavefunction, check_run, load
+from psijax.wavefunction import check_run, load
 
 EVAL_DIR = "eval"
 DEFAULT_STEPS = 2000
 TARGET_MAX_STEPS = 100_000  # the cap on a --target-error evaluation without --steps
 MIN_TARGET_STEPS = 128  # blocking needs this many steps before an error bar is trusted
 CHECK_EVERY = 32  # steps between --target-error checks
-
-
-class EvalState(NamedTuple):
-    walkers: Walkers  # [walker, electron, 3], sharded
-    log_abs: Array  # [walker], sharded
-    width: Array  # MCMC proposal width (bohr)
-    step: Array  # int32
-    key: Array
 
 
 @dataclasses.dataclass
@@ -118,75 +106,6 @@ def _number(name: str, value) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise InputError(f"{name}={value!r} is not a number; give e.g. 1e-4") from None
-
-
-def make_eval_step(
-    apply, local_values: Callable, n_moves: int, mesh, chunk: int | None, donate: bool = True
-) -> Callable[[Params, EvalState], tuple[EvalState, dict[str, Array], Array]]:
-    """One jitted evaluation step: ``n_moves`` Metropolis moves at a fixed width, then
-    every observable of every walker; returns the new state, the walker means (walkers
-    with a non-finite local energy left out and counted) and the per-walker energies."""
-    log_abs = lambda p, r: apply(p, r).log_abs
-
-    def step(params: Params, state: EvalState):
-        key, k_move = jax.random.split(state.key)
-        batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
-        walkers, logp, moves = mcmc.metropolis(
-            k_move, batch, state.walkers, state.log_abs, state.width, n_moves
-        )
-        values = map_walkers(local_values, params, walkers, chunk_size=chunk)
-        energy = values["energy"]
-        ok = jnp.isfinite(energy)
-        n_ok = jnp.maximum(jnp.sum(ok), 1).astype(energy.dtype)
-        mean = lambda v: jnp.sum(jnp.where(ok, v, 0.0)) / n_ok
-        metrics = {name: mean(v) for name, v in values.items()}
-        metrics["variance"] = mean((energy - metrics["energy"]) ** 2)
-        metrics["acceptance"] = moves.acceptance
-        metrics["nonfinite_walkers"] = jnp.sum(~ok).astype(energy.dtype)
-        new = state._replace(walkers=walkers, log_abs=logp, step=state.step + 1, key=key)
-        return new, metrics, energy
-
-    shardings = _state_shardings(mesh)
-    rep, walker = parallel.replicated(mesh), parallel.walker_sharding(mesh)
-    return jax.jit(
-        step,
-        in_shardings=(rep, shardings),
-        out_shardings=(shardings, rep, walker),
-        donate_argnums=1 if donate else (),
-    )
-
-
-def make_equilibrate(apply, n_moves: int, mesh, chunk: int | None):
-    """Jitted ``equilibrate(params, state, n_steps)``: MCMC with an adapted width."""
-    log_abs = lambda p, r: apply(p, r).log_abs
-
-    def equilibrate(params: Params, state: EvalState, n_steps: int) -> EvalState:
-        batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
-
-        def body(i, carry):
-            x, logp, width = carry
-            x, logp, moves = mcmc.metropolis(
-                jax.random.fold_in(state.key, i), batch, x, logp, width, n_moves
-            )
-            return x, logp, mcmc.adapt_width(width, moves.acceptance)
-
-        init = (state.walkers, batch(state.walkers), state.width)
-        walkers, logp, width = jax.lax.fori_loop(0, n_steps, body, init)
-        key = jax.random.fold_in(state.key, n_steps)
-        return state._replace(walkers=walkers, log_abs=logp, width=width, key=key)
-
-    shardings = _state_shardings(mesh)
-    return jax.jit(
-        equilibrate,
-        in_shardings=(parallel.replicated(mesh), shardings),
-        out_shardings=shardings,
-        static_argnums=2,
-    )
-
-
-def _state_shardings(mesh) -> EvalState:
-    rep, walker = parallel.replicated(mesh), parallel.walker_sharding(mesh)
-    return EvalState(walkers=walker, log_abs=walker, width=rep, step=rep, key=rep)
 
 
 def check_eval_dir(run: Path, force: bool) -> Path:
@@ -258,7 +177,7 @@ def evaluate(
     if resume:
         reader = checkpoint.Checkpoints(out, read_only=True)
         try:
-            state = reader.restore(_abstract_state(wf, n_walkers, mesh), identity)
+            state = reader.restore(eval_step.abstract_state(wf, n_walkers, mesh), identity)
         finally:
             reader.close()
         start = int(np.asarray(parallel.to_host(state.step)))
@@ -268,7 +187,7 @@ def evaluate(
     if lead and out.is_dir() and not resume:
         shutil.rmtree(out)
     if state is None:
-        state = _initial_state(wf, n_walkers, settings.seed, mesh)
+        state = eval_step.initial_state(wf, n_walkers, settings.seed, mesh)
     chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
     from psijax.vmc import laplacian_operator
 
@@ -278,9 +197,9 @@ def evaluate(
     show = eval_report.EvalProgress(settings.steps, enabled=progress and lead)
     if settings.burn_in and not resume:
         show.phase("re-equilibrating the walkers", settings.burn_in)
-        equilibrate = make_equilibrate(wf.apply, wf.config.mcmc_moves, mesh, chunk)
+        equilibrate = eval_step.make_equilibrate(wf.apply, wf.config.mcmc_moves, mesh, chunk)
         state = equilibrate(wf.params, state, settings.burn_in)
-    step = make_eval_step(
+    step = eval_step.make_eval_step(
         wf.apply, local, wf.config.mcmc_moves, mesh, chunk, donate=not settings.save_positions
     )
     columns = [c for o in observed for c in o.columns]
@@ -390,20 +309,6 @@ def _saved_settings(out: Path, given: dict, positions: bool) -> dict:
     return saved
 
 
-def _abstract_state(wf: Wavefunction, n_walkers: int, mesh) -> EvalState:
-    """Shapes, dtypes and shardings of the evaluation's state (the restore template)."""
-    n, dtype = wf.molecule.n_electrons, wf.walkers.dtype
-    sh = _state_shardings(mesh)
-    spec = jax.ShapeDtypeStruct
-    return EvalState(
-        walkers=spec((n_walkers, n, 3), dtype, sharding=sh.walkers),
-        log_abs=spec((n_walkers,), dtype, sharding=sh.log_abs),
-        width=spec((), dtype, sharding=sh.width),
-        step=spec((), np.int32, sharding=sh.step),
-        key=spec((2,), np.uint32, sharding=sh.key),
-    )
-
-
 def _check_due(done: int) -> bool:
     return done >= MIN_TARGET_STEPS and done % CHECK_EVERY == 0
 
@@ -416,18 +321,3 @@ def _emit(pending, writer, show, energies: list[float], started: float) -> None:
     where = None if positions is None else parallel.to_host(positions)
     writer.row(i, host, per_walker, where, time.perf_counter() - started)
     show.step(i, host, energies)
-
-
-def _initial_state(wf: Wavefunction, n_walkers: int, seed: int, mesh) -> EvalState:
-    """The checkpoint's walkers (repeated or cut to ``n_walkers``) on ``mesh``."""
-    saved = np.asarray(parallel.to_host(wf.walkers))
-    walkers = saved[np.arange(n_walkers) % saved.shape[0]]
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), 0xE7A1)
-    state = EvalState(
-        walkers=walkers,
-        log_abs=np.zeros((n_walkers,), saved.dtype),
-        width=np.asarray(wf.width, saved.dtype),
-        step=np.zeros((), np.int32),
-        key=np.asarray(key),
-    )
-    return parallel.to_global(state, _state_shardings(mesh))
