@@ -14,4 +14,20 @@ def train(config=None, **overrides):
     return _train(config, **overrides)
 
 
-__all__ = ["Config", "Molecule", "Psi", "TrainState", "__version__", "train"]
+def evaluate(run, **options):
+    """Evaluate a trained run with frozen parameters; see ``psijax.evaluation.evaluate``."""
+    from psijax.evaluation import evaluate as _evaluate
+
+    return _evaluate(run, **options)
+
+
+def load(run, **options):
+    """The trained wavefunction of a run's newest checkpoint; see ``psijax.wavefunction``."""
+    from psijax.wavefunction import load as _load
+
+    return _load(run, **options)
+
+
+__all__ = [
+    "Config", "Molecule", "Psi", "TrainState", "__version__", "evaluate", "load", "train",
+]  # fmt: skip

@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from psijax import cli_flags
+from psijax import cli_flags, eval_cli
 from psijax.errors import InputError, PsijaxError
 from psijax.loop import Interrupted, TrainingError
 
@@ -78,12 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="DIR", help="continue the run in DIR")
     train.add_argument("--force", action="store_true", help="overwrite a run in --out")
     train.add_argument("--quiet", action="store_true", help="no progress display")
+    eval_cli.add_parsers(sub, _TYPES)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command in eval_cli.COMMANDS:
+            return eval_cli.run(args)
         return _train(args)
     except Interrupted as err:
         hint = f"; continue with: psijax train --resume {err.out}" if err.saved else ""

@@ -1,0 +1,192 @@
+"""A trained wavefunction restored from a run directory: ``psijax.load(RUN)``.
+
+>>> import psijax
+>>> wf = psijax.load("runs/lih")          # the newest checkpoint, on all local devices
+>>> psi = wf.log_psi(wf.walkers)          # Psi(sign, log_abs) per walker
+>>> e_l = wf.local_energy(wf.walkers)     # Hartree per walker
+>>> walkers = wf.sample(100)              # 100 more MCMC steps from the saved walkers
+
+The checkpoint may come from any device count: parameters are restored replicated on the
+mesh asked for, walkers split over it (or replicated, when their number does not divide).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from psijax import checkpoint, mcmc, observables, parallel, system
+from psijax import config as config_lib
+from psijax.batching import map_walkers
+from psijax.errors import InputError
+from psijax.types import Array, Params, Psi, Walkers
+
+
+@dataclasses.dataclass
+class Wavefunction:
+    """A FermiNet with frozen parameters and the walkers saved with them."""
+
+    molecule: system.Molecule
+    config: config_lib.Config
+    params: Params  # replicated on ``mesh``
+    network: object  # the FermiNet (``psijax.ansatz.FermiNet``)
+    mesh: Mesh
+    walkers: Walkers  # [walker, electron, 3] in bohr, sampled from |psi|^2 during training
+    width: float  # the MCMC proposal width (bohr) training adapted
+    step: int  # the training step of the checkpoint
+    run: Path
+    _compiled: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def apply(self, params: Params, r: Array) -> Psi:
+        """psi for one walker ``r: [electron, 3]``, as ``Psi(sign, log_abs)``."""
+        return self.network.apply(params, r)
+
+    def log_psi(self, r: Array) -> Psi:
+        """``Psi(sign, log|psi|)`` of one walker ``[electron, 3]`` or a batch of them."""
+        r = self._check(r)
+        if r.ndim == 2:
+            return _jit_apply(self.network.apply, self.params, r)
+        return _jit_batch(self.network.apply, self.params, r)
+
+    def sign(self, r: Array) -> Array:
+        return self.log_psi(r).sign
+
+    def log_abs(self, r: Array) -> Array:
+        return self.log_psi(r).log_abs
+
+    def local_energy(self, r: Array) -> Array:
+        """The local energy (Hartree) of one walker or each of a batch."""
+        return self.local_values(r, ("energy",))["energy"]
+
+    def local_values(self, r: Array, names=observables.DEFAULT) -> dict[str, Array]:
+        """Every column of the observables ``names`` (``psijax.observables``) per walker."""
+        r = self._check(r)
+        names = observables.parse(list(names))
+        if names not in self._compiled:
+            self._compiled[names] = _local_values_fn(self, names)
+        fn = self._compiled[names]
+        one = r.ndim == 2
+        out = fn(self.params, r[None] if one else r)
+        return {k: v[0] for k, v in out.items()} if one else out
+
+    def sample(self, n_steps: int, *, seed: int = 0, walkers: Walkers | None = None) -> Walkers:
+        """``n_steps`` MCMC steps (``config.mcmc_moves`` moves each) from ``walkers``
+        (the saved ones by default), with the saved proposal width; returns the walkers."""
+        if int(n_steps) != n_steps or n_steps < 0:
+            raise InputError(f"n_steps={n_steps} must be a whole number >= 0")
+        walkers = self.walkers if walkers is None else self._check(walkers)
+        key = jax.random.PRNGKey(seed)
+        out = _jit_sample(
+            self.network.apply, self.params, walkers, key, self.width, int(n_steps),
+            self.config.mcmc_moves,
+        )  # fmt: skip
+        return out
+
+    def _check(self, r) -> Array:
+        r = jnp.asarray(r)
+        n = self.molecule.n_electrons
+        if r.ndim not in (2, 3) or r.shape[-2:] != (n, 3):
+            raise InputError(
+                f"walkers of shape {tuple(r.shape)} do not fit {self.config.system}; give "
+                f"[{n}, 3] or [walkers, {n}, 3] electron positions in bohr"
+            )
+        return r
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_apply(apply, params, r):
+    return apply(params, r)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_batch(apply, params, r):
+    return map_walkers(apply, params, r)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 5, 6))
+def _jit_sample(apply, params, walkers, key, width, n_steps, n_moves):
+    log_abs = lambda w: map_walkers(lambda p, x: apply(p, x).log_abs, params, w)
+
+    def body(i, carry):
+        x, logp = carry
+        x, logp, _ = mcmc.metropolis(jax.random.fold_in(key, i), log_abs, x, logp, width, n_moves)
+        return x, logp
+
+    return jax.lax.fori_loop(0, n_steps, body, (walkers, log_abs(walkers)))[0]
+
+
+def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
+    from psijax.vmc import laplacian_operator
+
+    op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
+    local = observables.make_local_values(
+        wf.network.apply, observables.build(names, wf.molecule), op
+    )
+    return jax.jit(lambda params, r: map_walkers(local, params, r))
+
+
+def check_run(run: str | Path) -> Path:
+    """``run`` as a path to a training run with a checkpoint, or ``InputError``."""
+    path = Path(run)
+    if not path.is_dir():
+        raise InputError(f"{str(path)!r} is not a directory; give a run directory (--out of train)")
+    if not (path / "config.json").is_file():
+        raise InputError(
+            f"{str(path)!r} holds no psijax run (no config.json); give the --out of a training run"
+        )
+    steps = [
+        p.name for p in (path / checkpoint.SUBDIR).glob("*") if p.is_dir() and p.name.isdigit()
+    ]
+    if not steps:
+        raise InputError(
+            f"{str(path)!r} has no checkpoint yet (checkpoints/ is empty or missing); train "
+            "it until one is written, or resume it with psijax train --resume"
+        )
+    return path
+
+
+def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = None) -> Wavefunction:
+    """The wavefunction of the newest checkpoint in ``run`` on ``devices`` local devices
+    (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
+    readable checkpoint."""
+    from psijax.vmc import abstract_state, build_network, make_optimizer
+
+    path = check_run(run)
+    config = config_lib.load(path / "config.json")
+    molecule = system.resolve(
+        config.system, charge=config.charge, spin=config.spin, unit=config.unit
+    )
+    mesh = mesh if mesh is not None else parallel.make_mesh(devices)
+    net = build_network(molecule, config)
+    template = abstract_state(net, make_optimizer(config), molecule, config, mesh)
+    if config.walkers % mesh.devices.size:  # restore the walkers whole on every device
+        rep = parallel.replicated(mesh)
+        retype = lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep)
+        template = template._replace(
+            walkers=retype(template.walkers), log_abs=retype(template.log_abs)
+        )
+    identity = checkpoint.identity_of(
+        molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
+    )
+    reader = checkpoint.Checkpoints(path, read_only=True)
+    try:
+        state = reader.restore(template, identity)
+    finally:
+        reader.close()
+    return Wavefunction(
+        molecule=molecule,
+        config=config,
+        params=state.params,
+        network=net,
+        mesh=mesh,
+        walkers=state.walkers,
+        width=float(np.asarray(parallel.to_host(state.width))),
+        step=int(np.asarray(parallel.to_host(state.step))),
+        run=path,
+    )

@@ -1,0 +1,184 @@
+"""Evaluation of a trained run: psijax.load, psijax.evaluate, RUN/eval/ and psijax report."""
+
+import csv
+import json
+import shutil
+
+import h5py
+import jax
+import numpy as np
+import pytest
+from eval_runs import snapshot, trained_run
+from runs import psijax as run_cli
+
+import psijax
+from psijax import laplacian
+from psijax.batching import map_walkers
+from psijax.eval_report import report
+from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.stats import blocking_estimate
+
+
+def test_load_gives_the_same_wavefunction_on_any_device_count(tmp_path):
+    run = trained_run(tmp_path)
+    one = psijax.load(run, devices=1)
+    assert one.molecule.symbols == ("H", "H") and one.step == 6
+    walkers = np.asarray(one.walkers)
+    local_energy = make_local_energy(
+        one.network.log_abs, coulomb_potential(one.molecule), laplacian.Forward()
+    )
+    reference = jax.jit(lambda p, w: map_walkers(local_energy, p, w))(one.params, walkers)
+    for devices in (1, 3):  # 16 walkers do not split over 3 devices: replicated then
+        wf = psijax.load(run, devices=devices)
+        assert wf.mesh.devices.size == devices
+        np.testing.assert_allclose(np.asarray(wf.walkers), walkers)
+        psi = wf.log_psi(walkers)
+        np.testing.assert_allclose(psi.log_abs, one.log_abs(walkers), rtol=1e-5)
+        assert set(np.unique(np.asarray(psi.sign))) <= {-1.0, 1.0}
+        np.testing.assert_allclose(wf.local_energy(walkers), reference, rtol=1e-4, atol=1e-5)
+    single = one.log_psi(walkers[0])
+    assert single.log_abs.shape == () and float(single.log_abs) == pytest.approx(
+        float(one.log_abs(walkers)[0]), rel=1e-5
+    )
+    sampled = one.sample(3, seed=1)
+    assert sampled.shape == walkers.shape and np.all(np.isfinite(sampled))
+    assert not np.allclose(np.asarray(sampled), walkers)
+
+
+def test_evaluate_writes_eval_and_never_touches_the_training_files(tmp_path):
+    run = trained_run(tmp_path)
+    before = snapshot(run)
+    result = psijax.evaluate(run, steps=24, burn_in=4, progress=False)
+    after = snapshot(run)
+    assert {k: v for k, v in after.items() if not k.startswith("eval/")} == before
+    out = run / "eval"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoints", "eval.png", "metrics.csv", "summary.json", "walkers.h5"
+    ]  # fmt: skip
+    with open(out / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(24))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 24
+    columns = ["energy", "kinetic", "electron_nucleus", "electron_electron", "nucleus_nucleus"]
+    columns += ["s2", "dipole_x", "dipole_y", "dipole_z", "variance"]
+    for name in columns:
+        series = np.asarray([float(r[name]) for r in rows])
+        est = blocking_estimate(series)
+        entry = summary["estimates"][name]
+        assert entry["mean"] == pytest.approx(est.mean) and entry["error"] == pytest.approx(
+            est.error
+        )
+        assert entry["n_samples"] == 24 and entry["autocorrelation_time"] > 0
+    parts = sum(
+        summary["estimates"][k]["mean"]
+        for k in ("kinetic", "electron_nucleus", "electron_electron", "nucleus_nucleus")
+    )
+    assert parts == pytest.approx(summary["estimates"]["energy"]["mean"], abs=1e-5)
+    with h5py.File(out / "walkers.h5") as h5:
+        local = h5["local_energy"][...]
+    assert local.shape == (24, 16)
+    np.testing.assert_allclose(local.mean(axis=1), [float(r["energy"]) for r in rows], rtol=1e-5)
+    assert result.estimates["energy"].mean == pytest.approx(summary["estimates"]["energy"]["mean"])
+    assert summary["training"]["energy"] is not None
+
+
+@pytest.mark.slow
+def test_evaluation_is_the_same_on_one_and_four_devices(tmp_path):
+    run = trained_run(tmp_path)
+    a = psijax.evaluate(run, steps=6, burn_in=2, devices=1, progress=False)
+    b = psijax.evaluate(run, steps=6, burn_in=2, devices=4, progress=False, force=True)
+    np.testing.assert_allclose(a.energies, b.energies, rtol=1e-4)
+
+
+def test_target_error_stops_once_the_error_bar_is_small_enough(tmp_path):
+    run = trained_run(tmp_path)
+    reached = psijax.evaluate(run, target_error=10.0, burn_in=0, progress=False)
+    assert reached.reached_target and len(reached.energies) == 128  # the first check
+    assert reached.summary["estimates"]["energy"]["error"] < 10.0
+    capped = psijax.evaluate(run, target_error=1e-9, steps=40, burn_in=0, progress=False,
+                             force=True)  # fmt: skip
+    assert capped.reached_target is False and len(capped.energies) == 40
+
+
+def test_report_reprints_the_summary_and_redraws_the_plots(tmp_path):
+    run = trained_run(tmp_path)
+    result = psijax.evaluate(run, steps=8, burn_in=0, progress=False, observables=["spin"])
+    (run / "eval" / "eval.png").unlink()
+    (run / "energy.png").unlink()
+    text = report(run)
+    assert (run / "eval" / "eval.png").is_file() and (run / "energy.png").is_file()
+    assert f"energy                  {result.summary['energy_text']} Ha" in text
+    assert "s2" in text and "dipole" not in text
+
+
+@pytest.mark.slow
+def test_the_evaluate_and_report_commands(tmp_path):
+    run = trained_run(tmp_path)
+    done = run_cli("evaluate", run, "--steps", "5", "--burn-in-steps", "1", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "energy " in done.stdout and "walkers.h5" in done.stdout
+    shown = run_cli("report", run)
+    assert shown.returncode == 0, shown.stderr
+    assert "evaluation              5 steps x 16 walkers" in shown.stdout
+
+
+@pytest.mark.slow
+def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
+    """Checkpoints at steps 4 and 8; the one at 8 is lost (as after a kill between the rows
+    and the checkpoint): resuming drops rows 4-7 and walkers.h5 rows, and redoes them."""
+    run = trained_run(tmp_path)
+    whole = psijax.evaluate(run, steps=10, burn_in=2, progress=False)
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        expected = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+    psijax.evaluate(run, steps=8, burn_in=2, checkpoint_every=4, progress=False, force=True)
+    shutil.rmtree(run / "eval" / "checkpoints" / "8")
+    with pytest.raises(ValueError, match="seed cannot change when resuming"):
+        psijax.evaluate(run, steps=10, seed=5, resume=True, progress=False)
+    resumed = psijax.evaluate(run, steps=10, resume=True, progress=False)
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        got = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+    assert got == expected
+    np.testing.assert_array_equal(resumed.energies, whole.energies)
+    with h5py.File(run / "eval" / "walkers.h5") as h5:
+        assert h5["local_energy"].shape == (10, 16)
+
+
+def test_python_api_evaluate_and_load_are_functions_after_submodules_load():
+    import psijax.evaluation
+    import psijax.wavefunction
+
+    assert callable(psijax.evaluate) and callable(psijax.load)
+
+
+@pytest.mark.slow
+def test_two_processes_evaluate_like_one(tmp_path):
+    """Two processes of two devices (PSIJAX_* variables) give one process's chain."""
+    import os
+    import socket
+    import subprocess
+
+    from runs import command, env
+
+    run = trained_run(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = command("evaluate", run, "--steps", "4", "--burn-in-steps", "1", "--quiet")
+    procs = []
+    for i in (1, 0):  # the worker first: it waits for the coordinator
+        variables = {
+            **env(devices=2), "PSIJAX_COORDINATOR": f"127.0.0.1:{port}",
+            "PSIJAX_NUM_PROCESSES": "2", "PSIJAX_PROCESS_ID": str(i),
+        }  # fmt: skip
+        procs.append(subprocess.Popen(argv, env=variables, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))  # fmt: skip
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    assert "energy" in outputs[1][0] and "energy" not in outputs[0][0]
+    with open(run / "eval" / "metrics.csv", newline="") as f:
+        two = [float(r["energy"]) for r in csv.DictReader(f)]
+    one = psijax.evaluate(run, steps=4, burn_in=1, devices=4, progress=False, force=True)
+    np.testing.assert_allclose(two, one.energies, rtol=1e-5)
+    assert os.path.isfile(run / "eval" / "walkers.h5")

@@ -1,0 +1,238 @@
+"""Observables against analytic values, on hand-built states sampled exactly (no MCMC).
+
+Exact sampling gives independent samples, so the standard error is std / sqrt(n) and a
+4-sigma bound is a fair test (false failure rate ~6e-5 per check); each test also checks
+that its error bar is small enough for the comparison to mean something.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from psijax import laplacian, observables
+from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.system import from_atom_string, preset
+from psijax.types import Psi
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _x64():
+    with jax.enable_x64(True):
+        yield
+
+
+RNG = np.random.default_rng(1234)
+
+
+def slater_1s(rng, n: int, zeta: float, center=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """n points from |exp(-zeta |r - center|)|^2: radius ~ Gamma(3, 1 / (2 zeta))."""
+    radius = rng.gamma(3.0, 1.0 / (2.0 * zeta), n)
+    direction = rng.normal(size=(n, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    return np.asarray(center) + radius[:, None] * direction
+
+
+def local_values(names, molecule, apply, walkers, params=None):
+    observed = observables.build(observables.parse(list(names)), molecule)
+    local = observables.make_local_values(apply, observed, laplacian.Forward())
+    out = jax.jit(jax.vmap(functools.partial(local, params)))(jnp.asarray(walkers))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def product_of_1s(zetas, centers):
+    """psi = prod_i exp(-zeta_i |r_i - center_i|) (no antisymmetry: one electron per spin)."""
+    zetas, centers = jnp.asarray(zetas), jnp.asarray(centers)
+
+    def apply(params, r):
+        log_abs = -jnp.sum(zetas * jnp.linalg.norm(r - centers, axis=-1))
+        return Psi(jnp.ones((), r.dtype), log_abs)
+
+    return apply
+
+
+def assert_mean(samples, expected, *, max_error):
+    samples = np.asarray(samples, np.float64)
+    mean, error = samples.mean(), samples.std(ddof=1) / np.sqrt(samples.size)
+    assert error < max_error, f"error bar {error} too large to test against {expected}"
+    assert abs(mean - expected) < 4 * error + 1e-12, f"{mean} ± {error} vs {expected}"
+
+
+def test_hydrogen_ground_state_components_are_exact_for_every_walker():
+    """psi = exp(-r): kinetic = -1/2 + 1/r, V_en = -1/r, E_L = -1/2 at every point."""
+    walkers = slater_1s(RNG, 4096, 1.0)[:, None, :]
+    values = local_values(["energy"], preset("H"), product_of_1s([1.0], [[0, 0, 0]]), walkers)
+    r = np.linalg.norm(walkers[:, 0], axis=-1)
+    np.testing.assert_allclose(values["kinetic"], -0.5 + 1 / r, rtol=1e-10)
+    np.testing.assert_allclose(values["electron_nucleus"], -1 / r, rtol=1e-12)
+    np.testing.assert_allclose(values["energy"], -0.5, atol=1e-10)
+    assert np.all(values["electron_electron"] == 0) and np.all(values["nucleus_nucleus"] == 0)
+    assert_mean(values["kinetic"], 0.5, max_error=0.05)  # virial: <T> = -E
+
+
+def test_helium_product_state_gives_the_first_order_energy_components():
+    """psi = exp(-2 r1 - 2 r2) for He: per walker, kinetic = sum_i (-2 + 2 / r_i) and
+    V_en = -sum_i 2 / r_i; on average <T> = 4, <V_en> = -8, <V_ee> = 5 zeta / 8 = 1.25."""
+    n, zeta = 4000, 2.0
+    walkers = np.stack([slater_1s(RNG, n, zeta), slater_1s(RNG, n, zeta)], axis=1)
+    apply = product_of_1s([zeta, zeta], np.zeros((2, 3)))
+    values = local_values(["energy"], preset("He"), apply, walkers)
+    inverse_r = np.sum(1 / np.linalg.norm(walkers, axis=-1), axis=1)
+    np.testing.assert_allclose(values["kinetic"], -(zeta**2) + zeta * inverse_r, rtol=1e-10)
+    np.testing.assert_allclose(values["electron_nucleus"], -2 * inverse_r, rtol=1e-12)
+    assert_mean(values["kinetic"], zeta**2, max_error=0.15)
+    assert_mean(values["electron_electron"], 5 * zeta / 8, max_error=0.02)
+    assert_mean(values["energy"], -2.75, max_error=0.02)
+    # the parts add up to the training's local energy
+    local_energy = make_local_energy(
+        lambda p, r: apply(p, r).log_abs, coulomb_potential(preset("He")), laplacian.Forward()
+    )
+    e = jax.vmap(lambda r: local_energy(None, r))(jnp.asarray(walkers[:64]))
+    np.testing.assert_allclose(values["energy"][:64], e, rtol=1e-10)
+
+
+def test_closed_shell_product_state_has_zero_spin_at_every_walker():
+    """psi = phi(r_up) phi(r_down), phi = 1s_A + 1s_B: every exchange ratio is 1, S^2 = 0."""
+    h2 = preset("H2")
+    nuclei = jnp.asarray(h2.nuclear_positions)
+
+    def apply(params, r):
+        phi = jnp.sum(jnp.exp(-jnp.linalg.norm(r[:, None] - nuclei[None], axis=-1)), axis=1)
+        return Psi(jnp.prod(jnp.sign(phi)), jnp.sum(jnp.log(jnp.abs(phi))))
+
+    walkers = RNG.normal(size=(128, 2, 3)) * 1.5
+    np.testing.assert_allclose(local_values(["spin"], h2, apply, walkers)["s2"], 0, atol=1e-12)
+
+
+def test_spin_contamination_of_a_two_center_product_matches_the_overlap():
+    """psi = 1s_A(r_up) 1s_B(r_down) (an unrestricted pair): <S^2> = 1 - S_AB^2, with the
+    1s-1s overlap S_AB = exp(-zR) (1 + zR + (zR)^2 / 3)."""
+    n, zeta, bond = 8000, 1.0, 1.4
+    a, b = np.zeros(3), np.array([0.0, 0.0, bond])
+    walkers = np.stack([slater_1s(RNG, n, zeta, a), slater_1s(RNG, n, zeta, b)], axis=1)
+    values = local_values(["spin"], preset("H2"), product_of_1s([zeta, zeta], [a, b]), walkers)
+    zr = zeta * bond
+    overlap = np.exp(-zr) * (1 + zr + zr**2 / 3)
+    assert_mean(values["s2"], 1 - overlap**2, max_error=0.02)
+
+
+def gaussian_doublet(rng, n: int, shift: np.ndarray):
+    """3 electrons: up in (g0, gx) of the Gaussian g0 = pi^-3/4 exp(-r^2/2), gx = sqrt(2) x g0,
+    down in g0 centred at ``shift``; samples drawn exactly by rejection from the mixture
+    (g0^2(r1) gx^2(r2) + gx^2(r1) g0^2(r2)) / 2, which bounds |det|^2 / 2 times 2."""
+
+    def g0(r):
+        return np.pi**-0.75 * np.exp(-0.5 * np.sum(r**2, axis=-1))
+
+    def gx(r):
+        return np.sqrt(2.0) * r[..., 0] * g0(r)
+
+    out = []
+    while sum(len(o) for o in out) < n:
+        m = 2 * n
+        core = rng.normal(scale=np.sqrt(0.5), size=(m, 3))
+        p = rng.normal(scale=np.sqrt(0.5), size=(m, 3))
+        p[:, 0] = rng.choice([-1.0, 1.0], m) * np.sqrt(rng.gamma(1.5, 1.0, m))
+        swap = rng.random(m) < 0.5
+        r1 = np.where(swap[:, None], p, core)
+        r2 = np.where(swap[:, None], core, p)
+        det = g0(r1) * gx(r2) - gx(r1) * g0(r2)
+        bound = 2 * ((g0(r1) * gx(r2)) ** 2 + (gx(r1) * g0(r2)) ** 2)
+        keep = rng.random(m) * bound < det**2
+        r3 = rng.normal(scale=np.sqrt(0.5), size=(m, 3)) + shift
+        out.append(np.stack([r1, r2, r3], axis=1)[keep])
+    walkers = np.concatenate(out)[:n]
+
+    def apply(params, r):
+        def orbitals(x):
+            g = jnp.exp(-0.5 * jnp.sum(x**2, axis=-1))
+            return jnp.stack([g, x[..., 0] * g], axis=-1)
+
+        sign, log_up = jnp.linalg.slogdet(orbitals(r[:2]))
+        log_down = -0.5 * jnp.sum((r[2] - shift) ** 2)
+        return Psi(sign, log_up + log_down)
+
+    return walkers, apply
+
+
+@pytest.mark.parametrize("shift", [(0.0, 0.0, 0.0), (0.9, 0.0, 0.5)])
+def test_doublet_determinant_spin(shift):
+    """Restricted doublet (shift 0): <S^2> = 3/4 exactly. With the down orbital shifted by
+    d: <S^2> = 3/4 + N_down - sum_i |<up_i|down>|^2 = 7/4 - exp(-d^2/2) (1 + d_x^2 / 2)."""
+    shift = np.asarray(shift)
+    walkers, apply = gaussian_doublet(RNG, 8000, shift)
+    lithium = from_atom_string("Li 0 0 0", spin=1)  # 2 up, 1 down
+    values = local_values(["spin"], lithium, apply, walkers)
+    d2 = float(shift @ shift)
+    expected = 1.75 - np.exp(-d2 / 2) * (1 + shift[0] ** 2 / 2)
+    assert_mean(values["s2"], expected, max_error=0.03)
+
+
+def test_dipole_of_a_displaced_hydrogen_atom_and_of_a_symmetric_molecule():
+    """H with its electron in 1s centred at d (nucleus at 0): mu = -d e*bohr. H2 with a
+    symmetric state about the origin: mu = 0. The nuclear term is exact per walker."""
+    d = np.array([0.3, -0.2, 0.5])
+    walkers = slater_1s(RNG, 8000, 1.0, d)[:, None, :]
+    values = local_values(["dipole"], preset("H"), product_of_1s([1.0], [d]), walkers)
+    for axis, name in enumerate(("dipole_x", "dipole_y", "dipole_z")):
+        np.testing.assert_allclose(values[name], -walkers[:, 0, axis], rtol=1e-12)
+        assert_mean(values[name], -d[axis], max_error=0.02)
+
+    h2 = from_atom_string("H 0 0 -0.7; H 0 0 0.7")
+    centers = h2.nuclear_positions
+    n = 8000
+    up = slater_1s(RNG, n, 1.0, centers[0])
+    down = slater_1s(RNG, n, 1.0, centers[1])
+    walkers = np.stack([up, down], axis=1)
+    values = local_values(["dipole"], h2, product_of_1s([1.0, 1.0], centers), walkers)
+    for name in ("dipole_x", "dipole_y", "dipole_z"):
+        assert_mean(values[name], 0.0, max_error=0.03)
+
+
+def test_dipole_in_debye_and_its_magnitude():
+    means = {
+        "dipole_x": {"mean": 0.0, "error": 0.01},
+        "dipole_y": {"mean": 0.3, "error": 0.02},
+        "dipole_z": {"mean": 0.4, "error": 0.02},
+    }
+    derived = observables.Dipole(preset("LiH")).derived(means)
+    assert derived["dipole_magnitude"]["mean"] == pytest.approx(0.5)
+    assert derived["dipole_magnitude_debye"]["mean"] == pytest.approx(0.5 * 2.541746473)
+    assert derived["dipole_magnitude"]["error"] == pytest.approx(0.02)
+    assert derived["dipole_z_debye"]["mean"] == pytest.approx(0.4 * 2.541746473)
+
+
+def test_unknown_observable_names_the_choices():
+    with pytest.raises(ValueError, match="unknown observable 'spinn'; choose from energy"):
+        observables.parse(["spinn"])
+    assert observables.parse("dipole,spin") == ("energy", "dipole", "spin")
+
+
+def test_zero_variance_force_vanishes_for_the_exact_hydrogen_atom():
+    """psi = exp(-r) is an eigenstate: the zero-variance force is 0 at every walker,
+    while the Hellmann-Feynman local force x / |x|^3 is not."""
+    walkers = slater_1s(RNG, 512, 1.0)[:, None, :]
+    values = local_values(["forces"], preset("H"), product_of_1s([1.0], [[0, 0, 0]]), walkers)
+    for c in "xyz":
+        np.testing.assert_allclose(values[f"force_0_{c}"], 0.0, atol=1e-10)
+
+
+def test_zero_variance_force_of_a_displaced_cloud_is_its_field_at_the_nucleus():
+    """Electron in 1s centred at d, nucleus at 0: by Gauss the mean force on the nucleus is
+    Q(d) / d^2 towards d, Q(d) = 1 - exp(-2d) (1 + 2d + 2d^2) the charge within radius d."""
+    d = np.array([0.0, 0.4, 0.9])
+    walkers = slater_1s(RNG, 8000, 1.0, d)[:, None, :]
+    values = local_values(["forces"], preset("H"), product_of_1s([1.0], [d]), walkers)
+    size = np.linalg.norm(d)
+    enclosed = 1 - np.exp(-2 * size) * (1 + 2 * size + 2 * size**2)
+    expected = enclosed / size**2 * d / size
+    for axis, c in enumerate("xyz"):
+        assert_mean(values[f"force_0_{c}"], expected[axis], max_error=0.03)
+
+
+def test_nuclear_repulsion_forces_push_the_nuclei_apart():
+    h2 = from_atom_string("H 0 0 -0.7; H 0 0 0.7")
+    forces = observables.Forces(h2).nuclear_forces()
+    np.testing.assert_allclose(forces, [[0, 0, -1 / 1.96], [0, 0, 1 / 1.96]], rtol=1e-12)
