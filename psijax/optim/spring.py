@@ -83,39 +83,31 @@ def _direction(
     *,
     damping: float,
     momentum: float,
-    n_walkers: int | None = None,
     axis: str | None = None,
 ) -> Array:
-    """phi for one device's data, or (``axis``) for rows split over ``axis``.
+    """phi from all W rows of the jacobian's columns, or of a block of them.
 
-    Unsplit: ``jacobian`` is ``[W, P]``. Split (inside ``shard_map``): ``jacobian`` holds
-    this device's rows ``[W / d, P]``; the result is this device's block of
-    ``phi - momentum * previous`` (columns ``[i P' / d, (i + 1) P' / d)`` of the
-    zero-padded P' = P rounded up to a multiple of d).
+    ``jacobian`` is ``[W, P]`` and ``previous`` ``[P]``; with ``axis`` (inside
+    ``shard_map``) each device holds a block of columns ``[W, P / d]`` and the matching
+    block of ``previous``, and gets its block of phi: the products over parameters (the
+    Gram matrix, O phi_prev) are summed over ``axis``, everything else is local.
     """
-    n = jacobian.shape[0] if n_walkers is None else n_walkers
+    n = jacobian.shape[0]
     dtype = jacobian.dtype
     scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
-    total = lambda x: x if axis is None else jax.lax.psum(x, axis)
+    total = (lambda x: x) if axis is None else functools.partial(jax.lax.psum, axis_name=axis)
     # The walker mean as a matrix-vector product, and every product with O as x @ O
     # rather than O.T @ x: on XLA CPU a reduction or a transposed product over the walker
     # axis of the [walkers, params] jacobian is ~10-50x slower than the equivalent
     # row-major matrix-vector product (benchmarks/vmc_step.py).
-    mean = total(jnp.ones((jacobian.shape[0],), dtype) @ jacobian) / n
+    mean = jnp.full((n,), 1.0 / n, dtype) @ jacobian
     o = (jacobian - mean) * scale
-    zeta = -centered * scale - momentum * (o @ previous)
-    if axis is not None:
-        d = jax.lax.axis_size(axis)
-        o = jnp.pad(o, ((0, 0), (0, -o.shape[1] % d)))
-        # rows of this device -> all rows of this device's column block
-        o = jax.lax.all_to_all(o, axis, split_axis=1, concat_axis=0, tiled=True)
-        zeta = jax.lax.all_gather(zeta, axis, tiled=True)
+    zeta = -centered * scale - momentum * total(o @ previous)
     solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
     o_wide = o.astype(solve_dtype)
     gram = total(o_wide @ o_wide.T) + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
     x = _solve_spd(gram, zeta.astype(solve_dtype)).astype(dtype)
-    phi = x @ o
-    return phi if axis is not None else phi + momentum * previous
+    return x @ o + momentum * previous
 
 
 def _direction_split(
@@ -128,15 +120,28 @@ def _direction_split(
     damping: float,
     momentum: float,
 ) -> Array:
-    """``_direction`` with the walker rows split over ``axis`` of ``mesh``."""
-    body = functools.partial(
-        _direction, damping=damping, momentum=momentum, n_walkers=jacobian.shape[0], axis=axis
-    )
+    """``_direction`` for a jacobian whose rows (walkers) are split over ``axis``.
+
+    Each device re-lays its rows as one block of columns holding every walker (one
+    ``all_to_all`` of its share, W x P / d), so that no device ever holds more than two
+    shares of the jacobian: its rows until they are sent, and its column block.
+    """
+    n_params = jacobian.shape[1]
+    pad = -n_params % mesh.shape[axis]
+
+    def body(rows: Array, centered: Array, previous: Array) -> Array:
+        rows = jnp.pad(rows, ((0, 0), (0, pad)))
+        columns = jax.lax.all_to_all(rows, axis, split_axis=1, concat_axis=0, tiled=True)
+        centered = jax.lax.all_gather(centered, axis, tiled=True)
+        return _direction(
+            columns, centered, previous, damping=damping, momentum=momentum, axis=axis
+        )
+
     spec = PartitionSpec(axis)
-    blocks = jax.shard_map(body, mesh=mesh, in_specs=(spec, spec, PartitionSpec()), out_specs=spec)(
-        jacobian, centered, previous
+    blocks = jax.shard_map(body, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec)(
+        jacobian, centered, jnp.pad(previous, (0, pad))
     )
-    return blocks[: jacobian.shape[1]] + momentum * previous
+    return blocks[:n_params]
 
 
 def _solve_spd(matrix: Array, rhs: Array) -> Array:
