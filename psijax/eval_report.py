@@ -294,7 +294,7 @@ class EvalProgress(Progress):
         )
         if "s2" in m:
             text += f"  S2 {m['s2']:.3f}"
-        self._maybe(i, text)
+        self._maybe(i, lambda: text)
 
 
 # ------------------------------------------------------------------------------ report

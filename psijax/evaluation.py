@@ -28,6 +28,7 @@ import numpy as np
 from psijax import checkpoint, eval_report, eval_step, parallel
 from psijax import observables as observables_lib
 from psijax.batching import auto_chunk
+from psijax.compile_cache import use_compilation_cache
 from psijax.errors import InputError
 from psijax.loop import Interrupted, StopSignals
 from psijax.stats import Estimate, blocking_estimate
@@ -166,6 +167,7 @@ def evaluate(
     if not resume:
         parallel.check_on_lead(lambda: check_eval_dir(run, force))
     wf = load(run, mesh=mesh)
+    use_compilation_cache(wf.config.compilation_cache)
     n_walkers = settings.walkers or wf.config.walkers
     parallel.check_walkers(n_walkers, mesh)
     identity = checkpoint.identity_of(
