@@ -38,6 +38,14 @@ if [ -z "$python" ]; then
   exit 3
 fi
 
+# CPU seconds (user + system) of the commands this script has waited for so far, in $cpu
+# (`times` must run in this shell, not in a command substitution).
+count_cpu() {
+  times >"$venv/times.txt"
+  cpu=$(tail -1 "$venv/times.txt" | awk '{ for (i = 1; i <= 2; i++) {
+    split($i, t, "m"); sub("s", "", t[2]); n += 60 * t[1] + t[2] } printf "%d", n }')
+}
+
 start=$(date +%s)
 venv=".venv-$leg"
 "$python" -m venv "$venv"
@@ -63,6 +71,8 @@ EOF
   "$venv/bin/python" -m pip install --quiet -c "$constraints" -e ".[test]"
 fi
 installed=$(date +%s)
+count_cpu
+cpu_installed=$cpu
 
 "$venv/bin/python" - <<'EOF'
 import platform
@@ -78,7 +88,9 @@ set +e
 status=$?
 set -e
 end=$(date +%s)
-echo "compat $leg: install $((installed - start)) s, tests $((end - installed)) s, exit $status"
+count_cpu
+echo "compat $leg: install $((installed - start)) s; tests $((end - installed)) s wall," \
+  "$((cpu - cpu_installed)) s CPU; load average $(cut -d' ' -f1-3 /proc/loadavg); exit $status"
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1
