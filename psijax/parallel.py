@@ -13,7 +13,13 @@ WALKER_AXIS = "walkers"
 
 
 def make_mesh(n_devices: int | None = None) -> Mesh:
-    """A 1-D mesh over the first ``n_devices`` devices (all by default)."""
+    """A 1-D mesh over the first ``n_devices`` devices (all by default), of every process.
+
+    Built as a ``Mesh`` of the device list, not by ``jax.make_mesh``: since JAX 0.11
+    ``make_mesh`` refuses devices from several slices, which is how JAX describes the
+    GPUs of a multi-node job (NetKet issue 2260). Its topology-aware reordering buys
+    nothing on one axis that is only split and reduced over.
+    """
     devices = jax.devices()
     n = len(devices) if n_devices is None else n_devices
     if not 1 <= n <= len(devices):
@@ -21,7 +27,7 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
             f"devices={n_devices} but {len(devices)} are available; "
             f"choose a number from 1 to {len(devices)}"
         )
-    return jax.make_mesh((n,), (WALKER_AXIS,), axis_types=(AxisType.Auto,), devices=devices[:n])
+    return Mesh(np.asarray(devices[:n]), (WALKER_AXIS,), axis_types=(AxisType.Auto,))
 
 
 def walker_sharding(mesh: Mesh) -> NamedSharding:

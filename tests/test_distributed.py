@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 
 import numpy as np
+import pytest
 from runs import metrics, psijax, start, tiny_config
 
 
@@ -20,6 +21,7 @@ def energies(run_dir) -> np.ndarray:
     return np.asarray([float(r["energy"]) for r in metrics(run_dir)])
 
 
+@pytest.mark.compat
 def test_two_processes_match_one_process_and_resume_on_one(tmp_path):
     config = tiny_config(tmp_path, steps=6, checkpoint_every=3)
     one = tmp_path / "one"
@@ -73,3 +75,26 @@ def test_slurm_job_steps_give_jax_s_coordinator(monkeypatch):
         assert distributed._slurm() == (f"{first}:{4242 % 4096 + 61440}", 8, 5)
     monkeypatch.delenv("SLURM_PROCID")
     assert distributed._slurm() is None
+
+
+@pytest.mark.compat
+def test_the_mesh_spans_devices_of_several_slices(monkeypatch):
+    """The GPUs of a multi-node job belong to several slices, which ``jax.make_mesh``
+    refuses (NetKet issue 2260); CPU devices on loopback are all in slice 0, so the
+    slices are faked here."""
+    import jax
+
+    from psijax import parallel
+
+    class OnSlice:  # a device that reports another slice
+        def __init__(self, device, index):
+            self._device, self.slice_index = device, index
+
+        def __getattr__(self, name):
+            return getattr(self._device, name)
+
+    devices = [OnSlice(d, i // 2) for i, d in enumerate(jax.devices()[:4])]
+    monkeypatch.setattr(parallel.jax, "devices", lambda: devices)
+    mesh = parallel.make_mesh()
+    assert mesh.axis_names == (parallel.WALKER_AXIS,)
+    assert list(mesh.devices) == devices

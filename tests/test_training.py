@@ -41,6 +41,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, natural=False, n_walk
     return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state), state
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("name", ["adam", "spring"])
 def test_steady_state_steps_never_recompile(name):
     opt = optim.adam() if name == "adam" else optim.spring()

@@ -107,11 +107,12 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
 
     def _unroll(eqn, invals: list, flags: list[bool]) -> list:
         p = eqn.params
-        n_consts, n_carry, body = p["num_consts"], p["num_carry"], p["jaxpr"]
-        consts, carry = invals[:n_consts], invals[n_consts : n_consts + n_carry]
-        xs = invals[n_consts + n_carry :]
+        body = p["jaxpr"]
+        consts, carry, xs = _scan_groups(p, invals)
+        const_flags, _, xs_flags = _scan_groups(p, flags)
+        n_carry = len(carry)
         # Every carry may depend on the walker after the first step: say so for all.
-        depends = [*flags[:n_consts], *([True] * n_carry), *flags[n_consts + n_carry :]]
+        depends = [*const_flags, *([True] * n_carry), *xs_flags]
         steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
         ys = []
         for t in steps:
@@ -124,6 +125,17 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
         return [*carry, *(jnp.stack(y) for y in zip(*ys, strict=True))]
 
     return run
+
+
+def _scan_groups(params, values: list) -> tuple[list, list, list]:
+    """A scan equation's inputs (or anything aligned with them) split into consts, carry
+    and xs: JAX <= 0.11 counts the groups (``num_consts``, ``num_carry``), JAX 0.12 holds
+    them in a flat tree (``ft_in``)."""
+    if "ft_in" in params:
+        return tuple(map(list, params["ft_in"].update(values).unpack()))
+    n_consts, n_carry = params["num_consts"], params["num_carry"]
+    cut = n_consts + n_carry
+    return values[:n_consts], values[n_consts:cut], values[cut:]
 
 
 def _walker_part(closed: ClosedJaxpr, flat: Array) -> ClosedJaxpr:
