@@ -39,7 +39,14 @@ from network_grammar import Network, Spec, draw_spec, seeded_spec, walkers
 from psijax import laplacian
 from psijax.errors import UnsupportedError
 
-pytestmark = pytest.mark.compat
+# The oldest and newest JAX (scripts/compat.sh) run every regression test here and, of the
+# matrix, the gradient through psijax's and the user's batching in the two sharded
+# contexts that break first across releases; the full matrix runs on the JAX of the suite.
+COMPAT_GROUPS = {
+    (batching, context, "grad")
+    for batching in ("vmap", "map_walkers")
+    for context in ("explicit", "shard_map")
+}
 
 N_WALKERS = 16
 
@@ -72,7 +79,10 @@ def check_cell(spec: Spec, seed: int, op: str, batching: str, context: str, mode
 BOUNDS = {"max_electrons": 3, "max_layers": 2}
 
 
-@pytest.mark.parametrize("batching,context,mode", CI_GROUPS)
+@pytest.mark.parametrize(
+    "batching,context,mode",
+    [pytest.param(*g, marks=pytest.mark.compat) if g in COMPAT_GROUPS else g for g in CI_GROUPS],
+)
 def test_matrix_group(batching, context, mode):
     seed = GROUPS.index((batching, context, mode))
     spec = seeded_spec(seed, **BOUNDS)
@@ -135,6 +145,7 @@ def slater_jastrow_problem():
     return params, w, reference(slater_jastrow, params, w)
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("op", ["forward", "forward-sparse"])
 @pytest.mark.parametrize("mode", ["value", "grad"])
 def test_signed_determinant_weights_inside_shard_map(op, mode):
@@ -143,6 +154,7 @@ def test_signed_determinant_weights_inside_shard_map(op, mode):
     assert error(out, ref, mode) <= RTOL
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("op", list(OPERATORS))
 def test_user_vmap_on_an_explicit_mesh(op):
     params, w, ref = slater_jastrow_problem()
@@ -171,6 +183,7 @@ class Model:
 jax.tree_util.register_pytree_node(Model, lambda m: ((m.params,), None), lambda _, c: Model(*c))
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("form", ["lambda", "nested partial", "bound method of a pytree"])
 def test_explicit_mesh_reroutes_closures(form):
     """Parameters reached through a closure, a partial of a partial or ``self`` work."""
@@ -195,6 +208,7 @@ def test_explicit_mesh_reroutes_closures(form):
 HIDDEN: dict = {}  # a global psijax cannot reroute
 
 
+@pytest.mark.compat
 def test_explicit_array_out_of_reach_is_refused_up_front():
     mesh, params, w, _ = explicit_mesh_inputs()
     HIDDEN["params"] = params
@@ -208,6 +222,7 @@ def test_explicit_array_out_of_reach_is_refused_up_front():
     HIDDEN.clear()
 
 
+@pytest.mark.compat
 def test_operator_results_have_documented_shapes():
     params, w, _ = slater_jastrow_problem()
     for op in OPERATORS.values():
@@ -215,12 +230,14 @@ def test_operator_results_have_documented_shapes():
         assert value.shape == () and lap.shape == () and grad.shape == w[0].shape
 
 
+@pytest.mark.compat
 def test_function_independent_of_the_walker():
     for op in OPERATORS.values():
         value, grad, lap = jax.jit(op(lambda r: jnp.float64(2.5)))(jnp.ones((2, 3)))
         assert float(value) == 2.5 and float(lap) == 0.0 and not np.any(np.asarray(grad))
 
 
+@pytest.mark.compat
 def test_forward_sparse_rejects_nonpositive_threshold():
     with pytest.raises(ValueError, match="Forward"):
         laplacian.ForwardSparse(threshold=0)
