@@ -92,8 +92,8 @@ def make_equilibrate(apply, n_moves: int, mesh, chunk: int | None):
 
 
 def state_shardings(mesh) -> EvalState:
-    rep, walker = parallel.replicated(mesh), parallel.walker_sharding(mesh)
-    return EvalState(walkers=walker, log_abs=walker, width=rep, step=rep, key=rep)
+    """Walkers and their log|psi| split over devices, the rest replicated (as in training)."""
+    return parallel.state_shardings(mesh, EvalState(*[None] * len(EvalState._fields)))
 
 
 def abstract_state(wf: Wavefunction, n_walkers: int, mesh) -> EvalState:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from psijax.errors import InputError
-from psijax.types import TrainState
 
 WALKER_AXIS = "walkers"
+S = TypeVar("S", bound=tuple)
 
 
 def make_mesh(n_devices: int | None = None) -> Mesh:
@@ -38,10 +40,15 @@ def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
 
 
-def state_shardings(mesh: Mesh, state: TrainState) -> TrainState:
-    """Walkers and their log|psi| split over devices; the rest replicated."""
+def state_shardings(mesh: Mesh, state: S) -> S:
+    """Walkers and their log|psi| split over devices; the rest replicated.
+
+    ``state`` is any NamedTuple with ``walkers`` and ``log_abs`` fields (the training's
+    ``TrainState``, the evaluation's ``EvalState``); a field that is None stands for one
+    array.
+    """
     rep = replicated(mesh)
-    full = jax.tree.map(lambda _: rep, state)
+    full = jax.tree.map(lambda _: rep, state, is_leaf=lambda x: x is None)
     return full._replace(walkers=walker_sharding(mesh), log_abs=walker_sharding(mesh))
 
 

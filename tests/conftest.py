@@ -11,9 +11,13 @@ if "xla_backend_optimization_level" not in _flags:
 # Compiled programs are shared by the workers and the CLI subprocesses of one test
 # session, in a temporary directory: the suite never writes to ~/.cache/psijax.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="psijax-test-xla-")
+    # the process that made it (the xdist controller, which outlives its workers) removes it
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
 
 import jax  # noqa: E402
 
