@@ -158,7 +158,6 @@ def main() -> None:
         n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
-        natural_gradient=config.optimizer == "spring",
     )
     step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
     step_fn_cache["step"] = step
@@ -303,7 +302,11 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
     ref_state = ref.types.TrainState(
         *state._replace(opt_state=jax.tree.unflatten(opt_tree, jax.tree.leaves(state.opt_state)))
     )
-    ref_config = ref.training.StepConfig(**dataclasses.asdict(step_config))
+    ref_fields = {f.name for f in dataclasses.fields(ref.training.StepConfig)}
+    ref_values = dataclasses.asdict(step_config)
+    if "natural_gradient" in ref_fields:  # before optimisers declared what they need
+        ref_values["natural_gradient"] = config.optimizer == "spring"
+    ref_config = ref.training.StepConfig(**ref_values)
     ref_step = ref.training.make_step(
         ref_net.log_abs, local_energy, optimizer, ref_config, mesh, ref_state
     )

@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 
 
 def train(config=None, **overrides):
-    """Train a FermiNet on a molecule; see ``psijax.vmc.train`` and ``psijax.config.Config``."""
+    """Train a wavefunction (FermiNet or PsiFormer) on a molecule; see ``psijax.vmc.train``
+    and ``psijax.config.Config``."""
     from psijax.vmc import train as _train
 
     return _train(config, **overrides)

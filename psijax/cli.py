@@ -29,8 +29,8 @@ class _Parser(argparse.ArgumentParser):
 
 _TYPES = {int: cli_flags.whole_number, float: cli_flags.number, str: str}
 DESCRIPTION = (
-    "Train neural-network wavefunctions (FermiNet) for atoms and molecules by variational "
-    "Monte Carlo, on one CPU or many devices."
+    "Train neural-network wavefunctions (FermiNet, PsiFormer) for atoms and molecules by "
+    "variational Monte Carlo, on one CPU or many devices."
 )
 TRAIN_EPILOG = """examples:
   psijax train --system H2 --steps 2000 --out runs/h2
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser(
-        "train", help="train a FermiNet and report the energy", description=DESCRIPTION,
+        "train", help="train a wavefunction and report the energy", description=DESCRIPTION,
         epilog=TRAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     train.add_argument("--version", action="version", version=_version())

@@ -35,8 +35,15 @@ HELP = {
     "learning_rate": "initial learning rate",
     "decay_steps": "learning rate decays as lr / (1 + step / decay_steps)",
     "laplacian": "Laplacian operator for the kinetic energy",
+    "ansatz": "wavefunction",
     "layers": "FermiNet widths (one-electron x two-electron) per layer",
-    "determinants": "determinants in the FermiNet",
+    "attention_layers": "PsiFormer self-attention layers",
+    "attention_heads": "PsiFormer attention heads per layer",
+    "attention_head_dim": "PsiFormer width of each attention head",
+    "layer_norm": "PsiFormer LayerNorm before attention and MLP",
+    "jastrow": "PsiFormer electron-electron cusp Jastrow factor",
+    "determinants": "determinants summed in psi",
+    "full_det": "one N x N determinant per term (false: up x down determinants)",
     "mcmc_moves": "MCMC moves per step",
     "clip_scale": "clip local energies at this many mean absolute deviations from the median",
     "chunk_size": "walkers per chunk of the local energy (bounds memory)",
@@ -59,6 +66,7 @@ UNSET = {
     "devices": "all local devices",
 }
 CHOICES = {
+    "ansatz": config_lib.ANSATZES,
     "optimizer": config_lib.OPTIMIZERS,
     "laplacian": config_lib.LAPLACIANS,
     "unit": ("bohr", "angstrom"),
@@ -81,6 +89,14 @@ def number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def boolean(text: str) -> bool:
+    value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+    try:
+        return value[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false") from None
 
 
 def _layers(text: str) -> tuple[tuple[int, int], ...]:
@@ -109,7 +125,7 @@ def _base_type(field: dataclasses.Field) -> type:
     return typing.get_origin(hint) or hint
 
 
-_PARSERS = {int: whole_number, float: number, str: str, tuple: _layers}
+_PARSERS = {int: whole_number, float: number, str: str, tuple: _layers, bool: boolean}
 
 
 def _default_text(field: dataclasses.Field) -> str:
@@ -118,7 +134,7 @@ def _default_text(field: dataclasses.Field) -> str:
         return UNSET.get(field.name, "unset")
     if field.name == "layers":
         return ",".join(f"{a}x{b}" for a, b in value)
-    return str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -131,6 +147,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             metavar = "{" + ",".join(CHOICES[field.name]) + "}"
         elif kind is tuple:
             metavar = "AxB,..."
+        elif kind is bool:
+            metavar = "{true,false}"
         elif kind in (int, float):
             metavar = "N" if kind is int else "X"
         text = HELP.get(field.name, field.name.replace("_", " "))

@@ -14,6 +14,7 @@ from typing import Any
 
 from psijax.errors import InputError
 
+ANSATZES = ("ferminet", "psiformer")
 OPTIMIZERS = ("spring", "adam")
 LAPLACIANS = ("default", "forward", "forward-sparse", "loop", "hessian")
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
@@ -35,8 +36,15 @@ class Config:
     learning_rate: float | None = None  # None: 0.02 for spring, 3e-3 for adam
     decay_steps: float = 1000.0
     laplacian: str = "default"
-    layers: tuple[tuple[int, int], ...] = ((64, 16), (64, 16), (64, 16))
+    ansatz: str = "ferminet"
+    layers: tuple[tuple[int, int], ...] = ((64, 16), (64, 16), (64, 16))  # FermiNet
+    attention_layers: int = 2  # PsiFormer: self-attention layers,
+    attention_heads: int = 4  # heads per layer
+    attention_head_dim: int = 16  # and the width of each head
+    layer_norm: bool = False  # PsiFormer: LayerNorm before attention and MLP
+    jastrow: bool = True  # PsiFormer: electron-electron cusp Jastrow factor
     determinants: int = 8
+    full_det: bool = True  # one N x N determinant per term; False: up x down
     mcmc_moves: int = 10
     clip_scale: float = 5.0
     chunk_size: int | None = None
@@ -53,10 +61,13 @@ class Config:
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
+        _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
         _positive(self, "clip_scale")
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
         _nonnegative(self, "checkpoint_minutes")
         _positive(self, "keep_checkpoints", "max_rejected")
+        if self.ansatz not in ANSATZES:
+            raise InputError(f"ansatz={self.ansatz!r} is unknown; use one of {', '.join(ANSATZES)}")
         if self.optimizer not in OPTIMIZERS:
             raise InputError(
                 f"optimizer={self.optimizer!r} is unknown; use one of {', '.join(OPTIMIZERS)}"
@@ -103,6 +114,18 @@ RESUMABLE = frozenset({
     "compilation_cache",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
+# Fields added after checkpoints were first written: a checkpoint without them was written
+# with these values, so its run's identity leaves them out while they hold these values.
+ADDED_LATER = {
+    "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
+    "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
+}  # fmt: skip
+
+
+def identity(config: Config) -> dict[str, Any]:
+    """The fields a checkpoint must share with the run that resumes it."""
+    values = {name: getattr(config, name) for name in IDENTITY}
+    return {k: v for k, v in values.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 
 def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
@@ -166,7 +189,11 @@ def _coerce(key: str, value: Any) -> Any:
     wrong = f"{key}={value!r} has the wrong type; give a {_TYPE_NAMES.get(want, want.__name__)}"
     if default is not None:
         wrong += f" like {default!r}"
-    if want is bool or (isinstance(value, bool) and want is not bool):
+    if want is bool:
+        if isinstance(value, bool):
+            return value
+        raise InputError(f"{key}={value!r} has the wrong type; give true or false")
+    if isinstance(value, bool):
         raise InputError(wrong)
     try:
         if want is int and isinstance(value, float) and not value.is_integer():

@@ -55,7 +55,6 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
 
     n_dev = mesh.devices.size
     exact = molecule.exact_energy
-    widths = ",".join(f"{a}x{b}" for a, b in config.layers)
     lines = [
         "# psijax train --dry-run: every input checked, nothing written",
         "# the resolved config (save it as run.toml and pass --config run.toml):",
@@ -65,8 +64,7 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"charge {molecule.charge}, spin {molecule.spin}",
         f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down",
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}",
-        f"network        FermiNet, layers {widths}, {config.determinants} determinants: "
-        f"{n_params:,} parameters",
+        f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",

@@ -1,4 +1,4 @@
-"""Supervised pretraining of the FermiNet orbitals on Hartree-Fock orbitals (pyscf).
+"""Supervised pretraining of an ansatz's orbitals on Hartree-Fock orbitals (pyscf).
 
 Hartree-Fock runs once on the host (pyscf UHF). Each pretraining step evaluates the occupied
 HF orbitals at the current walkers, fits the network's orbital matrices to them with one optax
@@ -23,7 +23,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from psijax.ansatz.ferminet import FermiNet
+from psijax.ansatz.base import Ansatz
 from psijax.batching import auto_chunk, map_walkers
 from psijax.mcmc import adapt_width, metropolis
 from psijax.system import Molecule
@@ -150,7 +150,7 @@ def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
 
 # ------------------------------------------------------------------------------ loss, step
 def pretrain_loss(
-    net: FermiNet, params: Params, walkers: Walkers, targets_up: Array, targets_down: Array
+    net: Ansatz, params: Params, walkers: Walkers, targets_up: Array, targets_down: Array
 ) -> Array:
     """Mean over walkers and determinants of sum_ij (network orbital - HF target)_ij^2.
 
@@ -186,7 +186,7 @@ class PretrainStep(Protocol):
     ) -> tuple[Params, optax.OptState, Array]: ...
 
 
-def make_pretrain_step(net: FermiNet, optimizer: optax.GradientTransformation) -> PretrainStep:
+def make_pretrain_step(net: Ansatz, optimizer: optax.GradientTransformation) -> PretrainStep:
     """One jitted optimizer step on `pretrain_loss`; the loss is that of the params before it."""
 
     @jax.jit
@@ -211,7 +211,7 @@ CHUNK = 25
 
 
 def _make_chunk(
-    net: FermiNet,
+    net: Ansatz,
     optimizer: optax.GradientTransformation,
     targets: Callable[[Walkers], tuple[Array, Array]],
     n_moves: int,
@@ -256,7 +256,7 @@ def _replicate(tree: Any, sharding: jax.sharding.Sharding) -> Any:
 
 def pretrain(
     key: Array,
-    net: FermiNet,
+    net: Ansatz,
     params: Params,
     molecule: Molecule,
     walkers: Walkers,
@@ -281,7 +281,7 @@ def pretrain(
     if (net.n_up, net.n_down) != (molecule.n_up, molecule.n_down):
         raise ValueError(
             f"the network has {net.n_up} up and {net.n_down} down electrons but the molecule "
-            f"has {molecule.n_up} and {molecule.n_down}; build the FermiNet from the molecule"
+            f"has {molecule.n_up} and {molecule.n_down}; build the ansatz from the molecule"
         )
     if steps == 0:
         return params, walkers, np.zeros((0,), np.float64)

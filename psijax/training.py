@@ -18,9 +18,10 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
-from psijax import mcmc, parallel
+from psijax import mcmc, optim, parallel
 from psijax.batching import auto_chunk, map_walkers
 from psijax.loss import EnergyStats, make_energy_loss
+from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
 from psijax.types import Array, Params, TrainState
 
 Metrics = dict[str, Array]
@@ -32,25 +33,29 @@ class StepConfig:
     n_moves: int = 10
     clip_scale: float | None = 5.0
     chunk_size: int | None = None
-    natural_gradient: bool = False  # pass per-walker log|psi| gradients to the optimiser
 
 
 def make_step(
     log_abs: LogAbs,
     local_energy: Callable[[Params, Array], Array],
-    optimizer: optax.GradientTransformationExtraArgs,
+    optimizer: optim.Optimizer | optax.GradientTransformation,
     config: StepConfig,
     mesh: Mesh,
     state_template: TrainState,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
-    """The jitted training step, sharded like ``state_template`` on ``mesh``."""
+    """The jitted training step, sharded like ``state_template`` on ``mesh``.
+
+    The optimiser gets the extra inputs it declares (``psijax.optim.base``): with the
+    per-walker jacobian the gradient comes from its rows, else from one backward pass.
+    """
+    needs = optim.needs_of(optimizer)
     chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
     loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
 
     def flat_grad(params: Params, r: Array) -> Array:
         return ravel_pytree(jax.grad(log_abs)(params, r))[0]
 
-    def natural_gradient(params: Params, walkers: Array) -> tuple[Array, EnergyStats, Params, dict]:
+    def per_walker(params: Params, walkers: Array) -> tuple[Array, EnergyStats, Params, dict]:
         """Energy, statistics, gradient and the optimiser's extra inputs from one jacobian.
 
         The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
@@ -62,9 +67,8 @@ def make_step(
         n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
         flat = (2.0 / n_finite) * (stats.centered @ jac)
         grads = ravel_pytree(params)[1](flat)
-        extra = dict(jacobian=jac, centered_energies=stats.centered)
-        # the optimiser may split its work over the walker axis (SPRING: never all of jac)
-        return energy, stats, grads, dict(extra, mesh=mesh, axis=parallel.WALKER_AXIS)
+        extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
+        return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
 
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key = jax.random.split(state.key)
@@ -77,11 +81,13 @@ def make_step(
         )  # fmt: skip
         walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
         width = mcmc.adapt_width(state.width, moves.acceptance)
-        if config.natural_gradient:
-            energy, stats, grads, extra = natural_gradient(state.params, walkers)
+        if needs & PER_WALKER:
+            energy, stats, grads, extra = per_walker(state.params, walkers)
         else:
             (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
             extra = {}
+        if MESH in needs:  # the optimiser may split its work over the walker axis
+            extra.update(mesh=mesh, axis=parallel.WALKER_AXIS)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
         params = optax.apply_updates(state.params, updates)
         ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)

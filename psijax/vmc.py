@@ -1,4 +1,4 @@
-"""The whole job in one call: molecule -> trained FermiNet -> energy with an error bar.
+"""The whole job in one call: molecule -> trained wavefunction -> energy with an error bar.
 
 >>> import psijax
 >>> result = psijax.train(system="H2", steps=500, out="runs/h2")
@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import checkpoint, laplacian, mcmc, optim, parallel, pretrain, rundir, system
+from psijax import checkpoint, laplacian, mcmc, optim, parallel, pretrain, registry, rundir, system
 from psijax import config as config_lib
-from psijax.ansatz import FermiNet
+from psijax.ansatz import Ansatz
 from psijax.batching import map_walkers
 from psijax.compile_cache import use_compilation_cache
 from psijax.distributed import peer_timeout
@@ -48,7 +48,7 @@ class Result:
     seconds: float
     out: Path  # the run directory: metrics.csv, summary.json, config.json, checkpoints/
     config: config_lib.Config | None = None  # the resolved config of the run
-    network: FermiNet | None = None  # network.log_abs(params, walker) is log|psi|
+    network: Ansatz | None = None  # network.log_abs(params, walker) is log|psi|
 
     @property
     def error_vs_exact(self) -> float | None:
@@ -57,26 +57,16 @@ class Result:
 
 def laplacian_operator(name: str, n_electrons: int) -> laplacian.LaplacianOperator:
     """The CLI's string -> operator mapping, done once at the boundary."""
-    if name == "default":
-        return laplacian.default_operator(n_electrons)
-    return laplacian.OPERATORS[name]()
+    return registry.laplacian_operator(name, n_electrons)
 
 
-def make_optimizer(config: config_lib.Config):
-    if config.optimizer == "spring":
-        return optim.spring(learning_rate=config.lr, decay_steps=config.decay_steps)
-    return optim.adam(learning_rate=config.lr, decay_steps=config.decay_steps)
+def make_optimizer(config: config_lib.Config) -> optim.Optimizer:
+    return registry.optimizer(config)
 
 
-def build_network(molecule: system.Molecule, config: config_lib.Config) -> FermiNet:
-    """The FermiNet ``config`` asks for, for ``molecule``."""
-    return FermiNet(
-        molecule.n_up,
-        molecule.n_down,
-        tuple(map(tuple, molecule.nuclear_positions.tolist())),
-        layers=config.layers,
-        n_determinants=config.determinants,
-    )
+def build_network(molecule: system.Molecule, config: config_lib.Config) -> Ansatz:
+    """The wavefunction (``config.ansatz``) ``config`` asks for, for ``molecule``."""
+    return registry.ansatz(molecule, config)
 
 
 def make_config(
@@ -145,15 +135,14 @@ def train(
     local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
     optimizer = make_optimizer(config)
     template = abstract_state(net, optimizer, molecule, config, mesh)
-    identity = checkpoint.identity_of(
-        molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
-    )
+    identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
     lead = jax.process_index() == 0
     show = Progress(
         config.steps, enabled=progress and lead, exact=molecule.exact_energy,
         eval_fraction=config.eval_fraction,
     )  # fmt: skip
     show.note(_header(molecule, config, template, mesh))
+    show.note(net.describe())
     state = None
     if resume and (out / checkpoint.SUBDIR).is_dir():
         reader = checkpoint.Checkpoints(out, read_only=True)
@@ -276,7 +265,6 @@ def step_config(config: config_lib.Config) -> StepConfig:
         n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
-        natural_gradient=config.optimizer == "spring",
     )
 
 

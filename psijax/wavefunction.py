@@ -30,12 +30,12 @@ from psijax.types import Array, Params, Psi, Walkers
 
 @dataclasses.dataclass
 class Wavefunction:
-    """A FermiNet with frozen parameters and the walkers saved with them."""
+    """A trained ansatz with frozen parameters and the walkers saved with them."""
 
     molecule: system.Molecule
     config: config_lib.Config
     params: Params  # replicated on ``mesh``
-    network: object  # the FermiNet (``psijax.ansatz.FermiNet``)
+    network: object  # the ansatz (``psijax.ansatz.Ansatz``: FermiNet, PsiFormer)
     mesh: Mesh
     walkers: Walkers  # [walker, electron, 3] in bohr, sampled from |psi|^2 during training
     width: float  # the MCMC proposal width (bohr) training adapted
@@ -171,9 +171,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
         template = template._replace(
             walkers=retype(template.walkers), log_abs=retype(template.log_abs)
         )
-    identity = checkpoint.identity_of(
-        molecule.fingerprint(), {k: getattr(config, k) for k in config_lib.IDENTITY}
-    )
+    identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
     reader = checkpoint.Checkpoints(path, read_only=True)
     try:
         state = reader.restore(template, identity)

@@ -55,6 +55,22 @@ def test_version(capsys):
     assert re.match(r"psijax \d+\.\d+\.\d+ \(jax \S+, folx \S+\)$", capsys.readouterr().out)
 
 
+def test_dry_run_of_a_psiformer(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "--system", "Li", "--ansatz", "psiformer", "--attention-layers", "1",
+            "--attention-heads", "2", "--layer-norm", "true", "--full-det", "false",
+            "--determinants", "2", "--walkers", "8", "--dry-run"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    assert 'ansatz = "psiformer"' in out and "layer_norm = true" in out
+    assert re.search(
+        r"network +PsiFormer 1 layers x 2 heads x 16 \+ LayerNorm \+ Jastrow, "
+        r"2 spin-block determinants: [\d,]+ parameters",
+        out,
+    ), out
+
+
 def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = main(["train", "--system", "H2", "--layers", "8x4", "--walkers", "64", "--dry-run"])
@@ -62,7 +78,7 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     assert code == 0
     assert list(tmp_path.iterdir()) == []
     assert "electrons      2: 1 up, 1 down" in out
-    assert re.search(r"layers 8x4, 8 determinants: \d[\d,]* parameters", out)
+    assert re.search(r"network +FermiNet \[\(8, 4\)\], 8 full determinants: [\d,]+ parameters", out)
     assert "4 x cpu in 1 process(es); 16 walkers per device (64 in all)" in out
     assert re.search(r"UHF/sto-6g E = -1\.1253\d\d Ha", out)
     assert "exact energy   -1.174476 Ha" in out

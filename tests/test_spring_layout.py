@@ -51,7 +51,7 @@ def test_split_update_matches_the_formula(n_devices):
 
 def test_the_compiled_step_never_moves_or_holds_the_whole_jacobian():
     n_devices, n_walkers = 4, 32
-    step, state = setup(n_devices, optim.spring(), natural=True, n_walkers=n_walkers)
+    step, state = setup(n_devices, optim.spring(), n_walkers=n_walkers)
     n_params = ravel_pytree(state.params)[0].size
     hlo = step.lower(state).compile().as_text()
     found = collectives(hlo)

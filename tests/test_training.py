@@ -23,7 +23,7 @@ NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.toli
 LOCAL_ENERGY = make_local_energy(NET.log_abs, coulomb_potential(MOL), laplacian.Forward())
 
 
-def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, natural=False, n_walkers=16):
+def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16):
     mesh = parallel.make_mesh(n_devices)
     params = NET.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers)
@@ -37,7 +37,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, natural=False, n_walk
         key=jax.random.PRNGKey(2),
     )
     state = jax.device_put(state, parallel.state_shardings(mesh, state))
-    config = StepConfig(n_moves=2, natural_gradient=natural)
+    config = StepConfig(n_moves=2)
     return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state), state
 
 
@@ -45,7 +45,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, natural=False, n_walk
 @pytest.mark.parametrize("name", ["adam", "spring"])
 def test_steady_state_steps_never_recompile(name):
     opt = optim.adam() if name == "adam" else optim.spring()
-    step, state = setup(4, opt, natural=name == "spring")
+    step, state = setup(4, opt)
     for _ in run(step, state, 4):
         pass
     assert step._cache_size() == 1
@@ -54,7 +54,7 @@ def test_steady_state_steps_never_recompile(name):
 def test_one_and_four_devices_give_the_same_energies():
     energies = {}
     for n in (1, 4):
-        step, state = setup(n, optim.spring(), natural=True)
+        step, state = setup(n, optim.spring())
         energies[n] = [m["energy"] for _, _, m in run(step, state, 3)]
     np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
 
@@ -122,7 +122,7 @@ def test_lost_walkers_restart_from_a_healthy_one():
 def test_natural_gradient_step_reports_the_vmc_gradient_of_its_walkers():
     """With SPRING the gradient comes from the per-walker jacobian, not a second backward
     pass; it must still be the VMC estimator at the walkers the step sampled."""
-    step, state = setup(1, optim.spring(), natural=True)
+    step, state = setup(1, optim.spring())
     params = jax.device_get(state.params)
     state, m = step(state)
     loss = make_energy_loss(NET.log_abs, LOCAL_ENERGY)
@@ -135,7 +135,7 @@ def test_walker_chunks_give_the_same_energies_on_one_and_four_devices():
     """512 walkers: chunks of 64 per device (strided over the devices) on both meshes."""
     energies = {}
     for n in (1, 4):
-        step, state = setup(n, optim.spring(), natural=True, n_walkers=512)
+        step, state = setup(n, optim.spring(), n_walkers=512)
         energies[n] = [m["energy"] for _, _, m in run(step, state, 2)]
     np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
 

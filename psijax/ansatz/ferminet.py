@@ -15,8 +15,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from psijax.ansatz import features, head
+from psijax.ansatz.head import OrbitalHead
 from psijax.types import Array, Params, Psi
 
 
@@ -48,6 +49,10 @@ class FermiNet:
     def n_atoms(self) -> int:
         return len(self.nuclei)
 
+    @property
+    def head(self) -> OrbitalHead:
+        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
+
     # ----------------------------------------------------------------- init
     def init(self, key: Array, dtype=jnp.float32) -> Params:
         """Random parameters; shapes depend only on the static fields.
@@ -61,8 +66,7 @@ class FermiNet:
         return _jitted_init(self, key, jnp.dtype(dtype))
 
     def _init(self, key: Array, dtype) -> Params:
-        n, m, k = self.n_electrons, self.n_atoms, self.n_determinants
-        d1, d2 = 4 * m, 4
+        d1, d2 = 4 * self.n_atoms, 4
         keys = iter(jax.random.split(key, 4 * len(self.layers) + 8))
 
         def dense(n_in: int, n_out: int, bias: bool = True) -> dict:
@@ -79,15 +83,7 @@ class FermiNet:
                 layer["two"] = dense(d2, w2)
             layers.append(layer)
             d1, d2 = w1, w2
-        width = n if self.full_det else None
-        orbitals = {}
-        for spin, count in (("up", self.n_up), ("down", self.n_down)):
-            if count == 0:
-                continue
-            per_det = width if width is not None else count
-            orbitals[spin] = dense(d1, k * per_det, bias=False)
-            orbitals[spin + "_sigma"] = jnp.ones((m, k * per_det), dtype)
-            orbitals[spin + "_pi"] = jnp.ones((m, k * per_det), dtype)
+        orbitals = self.head.init(lambda: next(keys), d1, dtype)
         return {"layers": layers, "orbitals": orbitals}
 
     def _mixed_width(self, d1: int, d2: int) -> int:
@@ -97,21 +93,12 @@ class FermiNet:
     # ------------------------------------------------------------- features
     def features(self, params: Params, r: Array) -> Array:
         """Final one-electron features, shape [n_electrons, width]."""
-        nuclei = jnp.asarray(np.asarray(self.nuclei), r.dtype)
-        n = self.n_electrons
-        ae = r[:, None, :] - nuclei[None, :, :]  # [n, atoms, 3]
-        r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
-        ee = r[:, None, :] - r[None, :, :]  # [n, n, 3]
-        eye = jnp.eye(n, dtype=r.dtype)
-        # The shifted diagonal keeps the norm differentiable at r_ii = 0.
-        r_ee = jnp.linalg.norm(ee + eye[..., None], axis=-1, keepdims=True) * (1.0 - eye[..., None])
-        # Rescale distances logarithmically so that far electrons do not saturate tanh.
-        # log(1 + r) / r rescaling; on the ee diagonal the shifted norm is 1, so no 0/0.
-        scale_ae = jnp.log1p(r_ae) / r_ae
-        r_shift = r_ee + eye[..., None]
-        scale_ee = jnp.log1p(r_shift) / r_shift
-        h1 = jnp.concatenate([ae * scale_ae, r_ae * scale_ae], axis=-1).reshape(n, -1)
-        h2 = jnp.concatenate([ee * scale_ee, r_ee * scale_ee], axis=-1)
+        return self._features(params, r)[0]
+
+    def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
+        """Final one-electron features and the electron-nucleus distances [n, atoms]."""
+        h1, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
+        h2, _ = features.electron_electron(r)
         for layer in params["layers"]:
             mixed = self._mix(h1, h2)
             new1 = jnp.tanh(mixed @ layer["one"]["w"] + layer["one"]["b"])
@@ -119,7 +106,7 @@ class FermiNet:
             if "two" in layer:
                 new2 = jnp.tanh(h2 @ layer["two"]["w"] + layer["two"]["b"])
                 h2 = new2 + h2 if new2.shape == h2.shape else new2
-        return h1
+        return h1, r_ae
 
     def _mix(self, h1: Array, h2: Array) -> Array:
         """Concatenate each electron's features with spin-resolved means."""
@@ -138,35 +125,21 @@ class FermiNet:
     # ------------------------------------------------------------ orbitals
     def orbitals(self, params: Params, r: Array) -> list[Array]:
         """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
-        h = self.features(params, r)
-        nuclei = jnp.asarray(np.asarray(self.nuclei), r.dtype)
-        r_ae = jnp.linalg.norm(r[:, None, :] - nuclei[None], axis=-1)  # [n, atoms]
-        p, k = params["orbitals"], self.n_determinants
-        blocks = []
-        for spin, start, count in (("up", 0, self.n_up), ("down", self.n_up, self.n_down)):
-            if count == 0:
-                continue
-            sl = slice(start, start + count)
-            phi = h[sl] @ p[spin]["w"]  # [count, k * width]
-            env = _envelope(r_ae[sl], p[spin + "_sigma"], p[spin + "_pi"])
-            phi = (phi * env).reshape(count, k, -1)  # [count, k, width]
-            blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, width]
-        if self.full_det:
-            return [jnp.concatenate(blocks, axis=1)]  # [k, n, n]
-        return blocks
+        h, r_ae = self._features(params, r)
+        return self.head.orbitals(params["orbitals"], h, r_ae)
 
     # --------------------------------------------------------------- apply
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
-        signs, logdets = None, None
-        for mat in self.orbitals(params, r):
-            s, ld = jnp.linalg.slogdet(mat)
-            signs = s if signs is None else signs * s
-            logdets = ld if logdets is None else logdets + ld
-        return _signed_logsumexp(signs, logdets)
+        return head.determinants(self.orbitals(params, r))
 
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
+
+    def describe(self) -> str:
+        widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
+        kind = "full" if self.full_det else "spin-block"
+        return f"FermiNet [{widths}], {self.n_determinants} {kind} determinants"
 
 
 @functools.partial(
@@ -174,17 +147,3 @@ class FermiNet:
 )
 def _jitted_init(net: FermiNet, key: Array, dtype) -> Params:
     return net._init(key, dtype)
-
-
-def _envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
-    """Isotropic exponential envelope: sum_m pi_mo exp(-|sigma_mo| r_im) -> [count, orbitals]."""
-    return jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * jnp.abs(sigma)[None]), pi)
-
-
-def _signed_logsumexp(signs: Array, logs: Array) -> Psi:
-    """log|sum_k s_k exp(l_k)| and its sign, stable for any spread of l_k."""
-    if logs.shape[-1] == 1:
-        return Psi(signs[..., 0], logs[..., 0])
-    shift = jax.lax.stop_gradient(jnp.max(logs, axis=-1))
-    total = jnp.sum(signs * jnp.exp(logs - shift[..., None]), axis=-1)
-    return Psi(jnp.sign(total), jnp.log(jnp.abs(total)) + shift)

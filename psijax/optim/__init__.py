@@ -1,7 +1,9 @@
-"""Optimisers as optax transformations: Adam and the SPRING natural gradient."""
+"""Optimisers as optax-style transformations that declare the extra inputs they need:
+Adam and the SPRING natural gradient."""
 
 from psijax.optim.adam import adam
+from psijax.optim.base import Optimizer, needs_of
 from psijax.optim.schedules import inverse_decay
 from psijax.optim.spring import SpringState, spring
 
-__all__ = ["SpringState", "adam", "inverse_decay", "spring"]
+__all__ = ["Optimizer", "SpringState", "adam", "inverse_decay", "needs_of", "spring"]

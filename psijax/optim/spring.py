@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, PartitionSpec
 
+from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, Optimizer
 from psijax.optim.schedules import inverse_decay
 from psijax.types import Array
 
@@ -42,8 +42,8 @@ def spring(
     damping: float = 1e-3,
     momentum: float = 0.99,
     max_norm: float = 0.1,
-) -> optax.GradientTransformationExtraArgs:
-    """SPRING as an optax transformation.
+) -> Optimizer:
+    """SPRING as an optax-style transformation that needs the per-walker jacobian.
 
     ``update(grads, state, params, *, jacobian, centered_energies)`` where
     ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
@@ -73,7 +73,7 @@ def spring(
         step = step * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
         return unravel(step), SpringState(phi, state.count + 1)
 
-    return optax.GradientTransformationExtraArgs(init, update)
+    return Optimizer(init, update, frozenset({JACOBIAN, CENTERED_ENERGIES, MESH}))
 
 
 def _direction(

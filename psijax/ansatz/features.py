@@ -1,0 +1,41 @@
+"""Input features every ansatz starts from, for one walker ``r: [n, 3]``.
+
+Distances are rescaled by log(1 + r) / r so that far electrons do not saturate the
+network, the scaling FermiNet and PsiFormer share. Electron-electron distances use a
+shifted diagonal so that their gradient exists where r_ii = 0.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from psijax.types import Array
+
+
+def nuclei_array(nuclei, dtype) -> Array:
+    return jnp.asarray(np.asarray(nuclei), dtype)
+
+
+def electron_nucleus(r: Array, nuclei: Array) -> tuple[Array, Array]:
+    """Rescaled vectors and distances to each nucleus, ``[n, 4 * atoms]``, and the plain
+    distances ``[n, atoms]`` (for the envelopes)."""
+    n = r.shape[0]
+    ae = r[:, None, :] - nuclei[None, :, :]  # [n, atoms, 3]
+    r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
+    scale = jnp.log1p(r_ae) / r_ae
+    h1 = jnp.concatenate([ae * scale, r_ae * scale], axis=-1).reshape(n, -1)
+    return h1, r_ae[..., 0]
+
+
+def electron_electron(r: Array) -> tuple[Array, Array]:
+    """Rescaled vectors and distances between electrons ``[n, n, 4]`` and the plain
+    distances ``[n, n]`` (0 on the diagonal, with a finite gradient there)."""
+    n = r.shape[0]
+    ee = r[:, None, :] - r[None, :, :]  # [n, n, 3]
+    eye = jnp.eye(n, dtype=r.dtype)
+    r_ee = jnp.linalg.norm(ee + eye[..., None], axis=-1, keepdims=True) * (1.0 - eye[..., None])
+    r_shift = r_ee + eye[..., None]  # on the diagonal the shifted norm is 1: no 0/0
+    scale = jnp.log1p(r_shift) / r_shift
+    h2 = jnp.concatenate([ee * scale, r_ee * scale], axis=-1)
+    return h2, r_ee[..., 0]

@@ -1,0 +1,187 @@
+"""PsiFormer for one walker (von Glehn, Spencer, Pfau, ICLR 2023).
+
+Each electron starts from its rescaled vectors and distances to the nuclei and its spin
+(+1 up, -1 down), projected to the model width. Every layer is multi-head self-attention
+over all electrons and a tanh MLP, each added back to its input (residual), with optional
+LayerNorm in front of both. Attention sees no electron-electron input: the
+electron-electron cusp comes from the Jastrow factor
+
+    J = sum_{i<j same spin} -1/4 a_par^2 / (a_par + r_ij)
+      + sum_{i<j opposite}  -1/2 a_anti^2 / (a_anti + r_ij),
+
+whose derivative at r_ij = 0 is the exact cusp (1/4 and 1/2). The final features go
+through the shared orbital head (envelopes, determinants) and psi = exp(J) * sum of dets.
+Attention is equivariant under any permutation of electrons of the same spin, so psi is
+antisymmetric. Like FermiNet, the inputs are vectors in the lab frame: psi is unchanged by
+a common translation of electrons and nuclei, not by a rotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from psijax.ansatz import features, head
+from psijax.ansatz.head import OrbitalHead
+from psijax.types import Array, Params, Psi
+
+
+@dataclasses.dataclass(frozen=True)
+class PsiFormer:
+    """The PsiFormer ansatz; all fields are static (they fix shapes).
+
+    Attributes:
+        n_up, n_down: electrons per spin; electrons ``[:n_up]`` are spin up.
+        nuclei: nuclear positions in bohr, one (x, y, z) per atom.
+        layers: number of self-attention layers.
+        heads: attention heads per layer.
+        head_dim: width of each head; the model width is ``heads * head_dim``.
+        n_determinants, full_det: as in the orbital head.
+        layer_norm: LayerNorm before attention and before the MLP.
+        jastrow: multiply psi by the electron-electron cusp Jastrow factor.
+    """
+
+    n_up: int
+    n_down: int
+    nuclei: tuple[tuple[float, float, float], ...]
+    layers: int = 2
+    heads: int = 4
+    head_dim: int = 16
+    n_determinants: int = 8
+    full_det: bool = True
+    layer_norm: bool = False
+    jastrow: bool = True
+
+    @property
+    def n_electrons(self) -> int:
+        return self.n_up + self.n_down
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.nuclei)
+
+    @property
+    def width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def head(self) -> OrbitalHead:
+        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
+
+    # ----------------------------------------------------------------- init
+    def init(self, key: Array, dtype=jnp.float32) -> Params:
+        """Random parameters; one compiled program (see ``FermiNet.init``)."""
+        if isinstance(key, jax.core.Tracer):
+            return self._init(key, jnp.dtype(dtype))
+        return _jitted_init(self, key, jnp.dtype(dtype))
+
+    def _init(self, key: Array, dtype) -> Params:
+        d = self.width
+        keys = iter(jax.random.split(key, 6 * self.layers + 4))
+
+        def dense(n_in: int, n_out: int, bias: bool = False) -> dict:
+            p = {"w": jax.random.normal(next(keys), (n_in, n_out), dtype) / math.sqrt(n_in)}
+            if bias:
+                p["b"] = jax.random.normal(next(keys), (n_out,), dtype) * 0.1
+            return p
+
+        def norm() -> dict:
+            return {"scale": jnp.ones((d,), dtype), "offset": jnp.zeros((d,), dtype)}
+
+        params: Params = {"embed": dense(4 * self.n_atoms + 1, d)}
+        layers = []
+        for _ in range(self.layers):
+            layer = {
+                "query": dense(d, d),
+                "key": dense(d, d),
+                "value": dense(d, d),
+                "out": dense(d, d),
+                "mlp": dense(d, d, bias=True),
+            }
+            if self.layer_norm:
+                layer["norm_attention"], layer["norm_mlp"] = norm(), norm()
+            layers.append(layer)
+        params["layers"] = layers
+        params["orbitals"] = self.head.init(lambda: next(keys), d, dtype)
+        if self.jastrow:
+            params["jastrow"] = {"parallel": jnp.ones((), dtype), "anti": jnp.ones((), dtype)}
+        return params
+
+    # ------------------------------------------------------------- features
+    def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
+        """Final electron features [n, width] and electron-nucleus distances [n, atoms]."""
+        h_ae, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
+        spin = jnp.concatenate(
+            [jnp.ones((self.n_up, 1), r.dtype), -jnp.ones((self.n_down, 1), r.dtype)]
+        )
+        h = jnp.concatenate([h_ae, spin], axis=-1) @ params["embed"]["w"]
+        for layer in params["layers"]:
+            x = _layer_norm(h, layer["norm_attention"]) if self.layer_norm else h
+            h = h + self._attention(layer, x)
+            x = _layer_norm(h, layer["norm_mlp"]) if self.layer_norm else h
+            h = h + jnp.tanh(x @ layer["mlp"]["w"] + layer["mlp"]["b"])
+        return h, r_ae
+
+    def _attention(self, layer: Params, x: Array) -> Array:
+        n, heads, dim = x.shape[0], self.heads, self.head_dim
+        q = (x @ layer["query"]["w"]).reshape(n, heads, dim)
+        k = (x @ layer["key"]["w"]).reshape(n, heads, dim)
+        v = (x @ layer["value"]["w"]).reshape(n, heads, dim)
+        logits = jnp.einsum("ihd,jhd->hij", q, k) / math.sqrt(dim)
+        weights = jax.nn.softmax(logits, axis=-1)
+        mixed = jnp.einsum("hij,jhd->ihd", weights, v).reshape(n, heads * dim)
+        return mixed @ layer["out"]["w"]
+
+    def _jastrow(self, params: Params, r: Array) -> Array:
+        """The cusp Jastrow exponent J (a scalar); 0 for a single electron."""
+        n, up = self.n_electrons, self.n_up
+        _, r_ee = features.electron_electron(r)
+        spin = jnp.arange(n) < up
+        same = (spin[:, None] == spin[None, :]).astype(r.dtype)
+        upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
+        a_par, a_anti = params["jastrow"]["parallel"], params["jastrow"]["anti"]
+        par = -0.25 * a_par**2 / (a_par + r_ee)
+        anti = -0.5 * a_anti**2 / (a_anti + r_ee)
+        return jnp.sum(upper * (same * par + (1.0 - same) * anti))
+
+    # ------------------------------------------------------------ orbitals
+    def orbitals(self, params: Params, r: Array) -> list[Array]:
+        """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
+        h, r_ae = self._features(params, r)
+        return self.head.orbitals(params["orbitals"], h, r_ae)
+
+    # --------------------------------------------------------------- apply
+    def apply(self, params: Params, r: Array) -> Psi:
+        """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
+        psi = head.determinants(self.orbitals(params, r))
+        if not self.jastrow:
+            return psi
+        return Psi(psi.sign, psi.log_abs + self._jastrow(params, r))
+
+    def log_abs(self, params: Params, r: Array) -> Array:
+        return self.apply(params, r).log_abs
+
+    def describe(self) -> str:
+        extras = " + LayerNorm" * self.layer_norm + " + Jastrow" * self.jastrow
+        kind = "full" if self.full_det else "spin-block"
+        return (
+            f"PsiFormer {self.layers} layers x {self.heads} heads x {self.head_dim}{extras}, "
+            f"{self.n_determinants} {kind} determinants"
+        )
+
+
+def _layer_norm(x: Array, p: Params, eps: float = 1e-5) -> Array:
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps) * p["scale"] + p["offset"]
+
+
+@functools.partial(
+    jax.jit, static_argnums=(0, 2), compiler_options={"xla_backend_optimization_level": 0}
+)
+def _jitted_init(net: PsiFormer, key: Array, dtype) -> Params:
+    return net._init(key, dtype)

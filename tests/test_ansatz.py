@@ -1,0 +1,210 @@
+"""Every ansatz through the ``Ansatz`` interface: antisymmetry, translation invariance,
+the Laplacian matrix against the dense Hessian (PsiFormer), pretraining and a training
+step without recompiles, and the registry agreeing with the config's choices."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from laplacian_cells import OPERATORS, RTOL, error, reference, run
+
+from psijax import config as config_lib
+from psijax import laplacian, mcmc, optim, parallel, registry, system
+from psijax.ansatz import Ansatz, FermiNet, PsiFormer
+from psijax.batching import map_walkers
+from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.pretrain import pretrain
+from psijax.training import StepConfig, make_step
+from psijax.training import run as run_steps
+from psijax.types import TrainState
+
+NUCLEI = ((0.0, 0.0, -0.7), (0.3, 0.1, 0.8))
+
+
+def ansaetze(n_up: int, n_down: int, nuclei=NUCLEI) -> dict[str, Ansatz]:
+    """Small instances of every ansatz and head variant."""
+    return {
+        "ferminet": FermiNet(n_up, n_down, nuclei, layers=((8, 4), (8, 4)), n_determinants=3),
+        "ferminet-blocks": FermiNet(
+            n_up, n_down, nuclei, layers=((8, 4),), n_determinants=2, full_det=False
+        ),
+        "psiformer": PsiFormer(
+            n_up, n_down, nuclei, layers=2, heads=2, head_dim=4, n_determinants=3
+        ),
+        "psiformer-layernorm-blocks": PsiFormer(
+            n_up,
+            n_down,
+            nuclei,
+            layers=1,
+            heads=2,
+            head_dim=4,
+            n_determinants=2,
+            full_det=False,
+            layer_norm=True,
+        ),
+        "psiformer-no-jastrow": PsiFormer(
+            n_up, n_down, nuclei, layers=1, heads=1, head_dim=4, n_determinants=1, jastrow=False
+        ),
+    }
+
+
+CASES = [
+    (name, spins) for spins in ((3, 2), (2, 0), (1, 3)) for name in ansaetze(*spins)
+]  # fmt: skip
+
+
+def _walker(n: int, seed: int = 3) -> jax.Array:
+    return jax.random.normal(jax.random.PRNGKey(seed), (n, 3), jnp.float64) * 1.2
+
+
+@pytest.mark.parametrize("name,spins", CASES)
+def test_exchange_of_same_spin_electrons_flips_the_sign_only(name, spins):
+    net = ansaetze(*spins)[name]
+    assert isinstance(net, Ansatz)
+    n_up, n_down = spins
+    with jax.enable_x64(True):
+        params = net.init(jax.random.PRNGKey(0), jnp.float64)
+        r = _walker(n_up + n_down)
+        psi = jax.jit(net.apply)(params, r)
+        assert np.isfinite(psi.log_abs) and psi.sign in (-1.0, 1.0)
+        pairs = [(0, 1)] * (n_up > 1) + [(n_up, n_up + 1)] * (n_down > 1)
+        assert pairs
+        for i, j in pairs:
+            perm = np.arange(n_up + n_down)
+            perm[[i, j]] = perm[[j, i]]
+            swapped = jax.jit(net.apply)(params, r[perm])
+            assert swapped.sign == -psi.sign, (i, j)
+            np.testing.assert_allclose(swapped.log_abs, psi.log_abs, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(ansaetze(2, 1)))
+def test_a_common_translation_changes_nothing(name):
+    """Both ansaetze see electron-nucleus and electron-electron vectors only. Neither is
+    rotation invariant: their inputs are vectors in the lab frame (as in FermiNet and
+    PsiFormer), so a common rotation is not tested."""
+    shift = np.array([0.4, -1.3, 2.2])
+    moved = tuple(tuple(float(c) for c in np.add(x, shift)) for x in NUCLEI)
+    net, net_moved = ansaetze(2, 1)[name], ansaetze(2, 1, moved)[name]
+    with jax.enable_x64(True):
+        params = net.init(jax.random.PRNGKey(0), jnp.float64)
+        r = _walker(3)
+        a = net.apply(params, r)
+        b = net_moved.apply(params, r + shift)
+        assert a.sign == b.sign
+        np.testing.assert_allclose(b.log_abs, a.log_abs, rtol=1e-12)
+
+
+def test_the_jastrow_gives_the_electron_electron_cusp():
+    """d J / d r_12 -> 1/2 for opposite spins and 1/4 for equal spins as r_12 -> 0."""
+    for spins, cusp in (((1, 1), 0.5), ((2, 0), 0.25)):
+        net = PsiFormer(*spins, NUCLEI, layers=1, heads=1, head_dim=4, n_determinants=1)
+        with jax.enable_x64(True):
+            params = net.init(jax.random.PRNGKey(0), jnp.float64)
+            base = _walker(2)
+
+            def jastrow(t, base=base, net=net, params=params):
+                r = base.at[1].set(base[0] + t * jnp.array([1.0, 0.0, 0.0]))
+                return net._jastrow(params, r)
+
+            np.testing.assert_allclose(jax.grad(jastrow)(1e-9), cusp, rtol=1e-6)
+
+
+def psiformer_problem():
+    net = PsiFormer(2, 1, NUCLEI, layers=1, heads=2, head_dim=4, n_determinants=2,
+                    layer_norm=True)  # fmt: skip
+    with jax.enable_x64(True):
+        params = net.init(jax.random.PRNGKey(5), jnp.float64)
+        w = jax.random.normal(jax.random.PRNGKey(6), (8, 3, 3), jnp.float64)
+        ref = reference(net.log_abs, params, w)
+    return net, params, w, ref
+
+
+CELLS = [
+    ("vmap", "none", "grad"),
+    ("map_walkers", "shard_map", "grad"),
+    ("vmap", "explicit", "value"),
+]
+
+
+@pytest.mark.parametrize("batching,context,mode", CELLS)
+def test_psiformer_laplacian_agrees_with_the_dense_hessian(batching, context, mode):
+    """Every operator on a small PsiFormer (attention, LayerNorm, Jastrow), in float64."""
+    with jax.enable_x64(True):
+        net, params, w, ref = psiformer_problem()
+        for op in OPERATORS:
+            out = run(net.log_abs, OPERATORS[op], batching, context, mode, params, w)
+            err = error(out, ref, mode)
+            assert err <= RTOL, f"{op} {batching} {context} {mode}: error {err:.2e}"
+
+
+def test_pretraining_fits_psiformer_orbitals():
+    mol = system.preset("LiH")
+    net = PsiFormer(mol.n_up, mol.n_down, mol.coords, layers=1, heads=2, head_dim=4,
+                    n_determinants=2)  # fmt: skip
+    params = net.init(jax.random.key(0))
+    walkers = mcmc.init_walkers(jax.random.key(1), mol, 32)
+    _, _, losses = pretrain(
+        jax.random.key(2), net, params, mol, walkers, steps=30, learning_rate=1e-2
+    )
+    assert np.all(np.isfinite(losses))
+    assert np.mean(losses[-5:]) < 0.5 * losses[0], losses
+
+
+@pytest.mark.parametrize("optimizer", ["spring", "adam"])
+def test_psiformer_trains_on_four_devices_without_recompiling(optimizer):
+    mol = system.preset("LiH")
+    net = PsiFormer(mol.n_up, mol.n_down, mol.coords, layers=1, heads=2, head_dim=4,
+                    n_determinants=2)  # fmt: skip
+    opt = optim.spring() if optimizer == "spring" else optim.adam()
+    mesh = parallel.make_mesh(4)
+    params = net.init(jax.random.PRNGKey(0))
+    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), mol, 16)
+    state = TrainState(
+        params=params, opt_state=opt.init(params), walkers=walkers,
+        log_abs=map_walkers(net.log_abs, params, walkers),
+        width=jnp.asarray(0.1, jnp.float32), step=jnp.zeros((), jnp.int32),
+        key=jax.random.PRNGKey(2),
+    )  # fmt: skip
+    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    local_energy = make_local_energy(net.log_abs, coulomb_potential(mol), laplacian.Forward())
+    step = make_step(net.log_abs, local_energy, opt, StepConfig(n_moves=2), mesh, state)
+    energies = [m["energy"] for _, _, m in run_steps(step, state, 4)]
+    assert np.all(np.isfinite(energies))
+    assert step._cache_size() == 1
+
+
+def test_optimisers_declare_what_the_step_computes():
+    assert optim.needs_of(optim.spring()) >= {"jacobian", "centered_energies"}
+    assert optim.needs_of(optim.adam()) == frozenset()
+    import optax
+
+    assert optim.needs_of(optax.sgd(1e-3)) == frozenset()  # a plain optax transformation
+
+
+def test_registry_matches_the_config_choices():
+    assert tuple(registry.ANSATZES) == config_lib.ANSATZES
+    assert tuple(registry.OPTIMIZERS) == config_lib.OPTIMIZERS
+    assert set(registry.LAPLACIANS) == set(config_lib.LAPLACIANS)
+    mol = system.preset("LiH")
+    for name, cls in (("ferminet", FermiNet), ("psiformer", PsiFormer)):
+        config = config_lib.Config(ansatz=name, determinants=3, full_det=False)
+        net = registry.ansatz(mol, config)
+        assert isinstance(net, cls) and net.n_determinants == 3 and not net.full_det
+    net = registry.ansatz(mol, config_lib.Config(ansatz="psiformer", attention_layers=3,
+                                                 attention_heads=2, attention_head_dim=8,
+                                                 layer_norm=True, jastrow=False))  # fmt: skip
+    assert (net.layers, net.heads, net.head_dim, net.layer_norm, net.jastrow) == (
+        3, 2, 8, True, False
+    )  # fmt: skip
+
+
+def test_checkpoint_identity_of_a_default_run_is_unchanged_by_new_fields():
+    """Checkpoints written before the ansatz fields existed hold an identity without them;
+    a default (FermiNet) run still matches it, any other ansatz setting does not."""
+    ident = config_lib.identity(config_lib.Config())
+    assert not set(config_lib.ADDED_LATER) & set(ident)
+    for name, value in (("ansatz", "psiformer"), ("full_det", False), ("jastrow", False)):
+        changed = config_lib.identity(config_lib.Config(**{name: value}))
+        assert changed[name] == value
