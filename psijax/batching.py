@@ -35,7 +35,7 @@ def auto_chunk(n_walkers: int, n_devices: int) -> int | None:
 def map_walkers(
     fn: Callable[[PyTree, Array], PyTree],
     params: PyTree,
-    walkers: Array,
+    walkers: PyTree,
     *,
     chunk_size: int | None = None,
 ) -> PyTree:
@@ -46,7 +46,8 @@ def map_walkers(
         params: broadcast to every walker (replicated on a mesh). Pass them here
             rather than closing over them: JAX cannot close over values on an
             Explicit mesh inside ``shard_map``.
-        walkers: ``[n_walkers, ...]``, on any device layout.
+        walkers: ``[n_walkers, ...]``, on any device layout, or a pytree of such arrays
+            with the same walker axis (e.g. walkers and one random key per walker).
         chunk_size: walkers evaluated at once per device (``lax.map``), bounding
             memory; None vectorises all of them at once (``vmap``).
 
@@ -56,18 +57,20 @@ def map_walkers(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be a positive number of walkers or None")
     local = functools.partial(_local_map, fn, chunk_size=chunk_size)
-    axes = _explicit_walker_axes(walkers)
+    lead = jax.tree.leaves(walkers)[0]
+    axes = _explicit_walker_axes(lead)
     if axes is None:
         return local(params, walkers)
-    mesh = jax.typeof(walkers).sharding.mesh
+    mesh = jax.typeof(lead).sharding.mesh
     spec = PartitionSpec(axes)
-    sharded = jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec)
+    in_specs = (PartitionSpec(), jax.tree.map(lambda _: spec, walkers))
+    sharded = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=spec)
     return sharded(params, walkers)
 
 
-def _local_map(fn, params: PyTree, walkers: Array, chunk_size: int | None) -> PyTree:
+def _local_map(fn, params: PyTree, walkers: PyTree, chunk_size: int | None) -> PyTree:
     one = functools.partial(fn, params)
-    n = walkers.shape[0]
+    n = jax.tree.leaves(walkers)[0].shape[0]
     if chunk_size is None or chunk_size >= n:
         return jax.vmap(one)(walkers)
     n_chunks = -(-n // chunk_size)
@@ -77,7 +80,7 @@ def _local_map(fn, params: PyTree, walkers: Array, chunk_size: int | None) -> Py
     # so that on a mesh whose devices hold contiguous blocks of walkers every chunk is
     # spread evenly over the devices and the loop over chunks needs no communication.
     strided = lambda x: jnp.swapaxes(x.reshape(n // n_chunks, n_chunks, *x.shape[1:]), 0, 1)
-    out = jax.lax.map(jax.vmap(one), strided(walkers))
+    out = jax.lax.map(jax.vmap(one), jax.tree.map(strided, walkers))
     return jax.tree.map(lambda y: jnp.swapaxes(y, 0, 1).reshape(n, *y.shape[2:]), out)
 
 

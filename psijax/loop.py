@@ -144,6 +144,16 @@ class Loop:
             )
 
 
+def run_steps(
+    step: Callable[[TrainState], tuple[TrainState, Metrics]], state: TrainState, n_steps: int
+) -> tuple[TrainState, list[dict[str, float]]]:
+    """``n_steps`` steps with no checkpoints or signals: the last state and every step's
+    metrics on the host (fetched one step late, as in a run)."""
+    rows: list[dict[str, float]] = []
+    loop = Loop(step, n_steps, on_metrics=lambda i, m: rows.append(m), max_rejected=n_steps + 1)
+    return loop.run(state, 0), rows
+
+
 def _agree_any(*flags: bool) -> tuple[bool, ...]:
     """Each flag OR-ed over all processes (a collective: every process must call it)."""
     from jax.experimental import multihost_utils

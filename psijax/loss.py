@@ -53,26 +53,40 @@ def energy_stats(local_energies: Array, clip_scale: float | None = 5.0) -> Energ
 
 def make_energy_loss(
     log_abs: Callable[[Params, Array], Array],
-    local_energy: Callable[[Params, Array], Array],
+    local_energy: Callable[..., Array],
     *,
     clip_scale: float | None = 5.0,
     chunk_size: int | None = None,
-) -> Callable[[Params, Array], tuple[Array, EnergyStats]]:
-    """``loss(params, walkers) -> (energy, stats)`` whose gradient is the VMC estimator.
+) -> Callable[..., tuple[Array, EnergyStats]]:
+    """``loss(params, walkers, key=None) -> (energy, stats)`` whose gradient is the VMC
+    estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``.
 
-    Use with ``jax.value_and_grad(loss, has_aux=True)``.
+    A local energy that ``needs_key`` (``psijax.hamiltonian``) gets one key per walker,
+    split from ``key``; any other is called as ``local_energy(params, r)``.
     """
+    random = bool(getattr(local_energy, "needs_key", False))
+
+    def energies_of(params: Params, walkers: Array, key: Array | None) -> Array:
+        if not random:
+            return map_walkers(local_energy, params, walkers, chunk_size=chunk_size)
+        if key is None:
+            raise ValueError("this local energy draws random numbers: give the loss a key")
+        keys = jax.random.split(key, walkers.shape[0])
+        one = lambda p, walker_key: local_energy(p, *walker_key)
+        return map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
 
     @jax.custom_jvp
-    def loss(params: Params, walkers: Array) -> tuple[Array, EnergyStats]:
-        energies = map_walkers(local_energy, params, walkers, chunk_size=chunk_size)
-        stats = energy_stats(energies, clip_scale)
+    def _loss(params: Params, walkers: Array, key: Array | None) -> tuple[Array, EnergyStats]:
+        stats = energy_stats(energies_of(params, walkers, key), clip_scale)
         return stats.energy, stats
 
-    @loss.defjvp
+    def loss(params: Params, walkers: Array, key: Array | None = None):
+        return _loss(params, walkers, key)
+
+    @_loss.defjvp
     def loss_jvp(primals, tangents):
-        params, walkers = primals
-        energy, stats = loss(params, walkers)
+        params, walkers, key = primals
+        energy, stats = _loss(params, walkers, key)
         batch_log_abs = lambda p: map_walkers(log_abs, p, walkers)
         _, d_log_abs = jax.jvp(batch_log_abs, (params,), (tangents[0],))
         n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)

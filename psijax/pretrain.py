@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -171,39 +171,6 @@ def pretrain_loss(
         for o, t in zip(orbitals, targets, strict=True)
     ]
     return sum(losses[1:], losses[0])
-
-
-class PretrainStep(Protocol):
-    """``(params, opt_state, walkers, targets_up, targets_down) -> (params, opt_state, loss)``."""
-
-    def __call__(
-        self,
-        params: Params,
-        opt_state: optax.OptState,
-        walkers: Walkers,
-        targets_up: Array,
-        targets_down: Array,
-    ) -> tuple[Params, optax.OptState, Array]: ...
-
-
-def make_pretrain_step(net: Ansatz, optimizer: optax.GradientTransformation) -> PretrainStep:
-    """One jitted optimizer step on `pretrain_loss`; the loss is that of the params before it."""
-
-    @jax.jit
-    def step(
-        params: Params,
-        opt_state: optax.OptState,
-        walkers: Walkers,
-        targets_up: Array,
-        targets_down: Array,
-    ) -> tuple[Params, optax.OptState, Array]:
-        loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
-            net, params, walkers, targets_up, targets_down
-        )
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    return step
 
 
 # Pretraining steps per compiled call; the callback sees their losses after each call.

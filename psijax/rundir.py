@@ -15,7 +15,7 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +23,8 @@ from psijax import config as config_lib
 from psijax.checkpoint import SUBDIR
 from psijax.errors import InputError
 from psijax.report import plot_energy
+from psijax.stats import Estimate
 from psijax.system import Molecule
-
-if TYPE_CHECKING:
-    from psijax.vmc import Result
 
 COLUMNS = (
     "step", "energy", "variance", "acceptance", "width",
@@ -114,11 +112,14 @@ class RunWriter:
         if self.enabled and not self._file.closed:
             self._file.close()
 
-    def finish(self, result: Result, config: config_lib.Config) -> None:
+    def finish(
+        self, est: Estimate, energies: np.ndarray, seconds: float, config: config_lib.Config
+    ) -> None:
+        """summary.json and energy.png from the run's energy estimate and per-step energies."""
         self.close()
         if not self.enabled:
             return
-        est = result.energy
+        exact = self.molecule.exact_energy
         summary: dict[str, Any] = {
             "system": config.system,
             "formula": " ".join(self.molecule.symbols),
@@ -134,13 +135,14 @@ class RunWriter:
             "walkers": config.walkers,
             "optimizer": config.optimizer,
             "laplacian": config.laplacian,
-            "seconds": round(self.seconds_before + result.seconds, 2),
-            "exact": result.exact,
-            "error_vs_exact": result.error_vs_exact,
+            "ansatz": config.ansatz,
+            "seconds": round(self.seconds_before + seconds, 2),
+            "exact": exact,
+            "error_vs_exact": None if exact is None else est.mean - exact,
             "fingerprint": self.molecule.fingerprint(),
         }
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2))
-        plot_energy(self.out / "energy.png", result.energies, result.exact, est, config.system)
+        plot_energy(self.out / "energy.png", energies, exact, est, config.system)
 
 
 def _read_rows(path: Path, before: int) -> list[dict[str, str]]:
@@ -177,9 +179,3 @@ def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-def load_energies(path: Path) -> np.ndarray:
-    """The energy column of a metrics.csv."""
-    with open(path, newline="") as f:
-        return np.asarray([float(r["energy"]) for r in csv.DictReader(f)])

@@ -3,14 +3,14 @@
 ``make_step`` returns one jitted pure function ``step(state) -> (state, metrics)``:
 MCMC moves, local energies, the VMC gradient, the optimiser update and a guard
 that rejects any update with a non-finite energy, gradient or parameter. The
-state is donated; metrics reach the host one step late (``run``), so the device
-never waits for logging.
+state is donated; the host loop (``psijax.loop``) fetches metrics one step late, so the
+device never waits for logging.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +22,9 @@ from psijax import mcmc, optim, parallel
 from psijax.batching import auto_chunk, map_walkers
 from psijax.loss import EnergyStats, make_energy_loss
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
-from psijax.types import Array, Params, TrainState
+from psijax.types import Array, LogAbs, Params, TrainState
 
 Metrics = dict[str, Array]
-LogAbs = Callable[[Params, Array], Array]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +36,7 @@ class StepConfig:
 
 def make_step(
     log_abs: LogAbs,
-    local_energy: Callable[[Params, Array], Array],
+    local_energy: Callable[..., Array],
     optimizer: optim.Optimizer | optax.GradientTransformation,
     config: StepConfig,
     mesh: Mesh,
@@ -49,19 +48,22 @@ def make_step(
     per-walker jacobian the gradient comes from its rows, else from one backward pass.
     """
     needs = optim.needs_of(optimizer)
+    random = bool(getattr(local_energy, "needs_key", False))
     chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
     loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
 
     def flat_grad(params: Params, r: Array) -> Array:
         return ravel_pytree(jax.grad(log_abs)(params, r))[0]
 
-    def per_walker(params: Params, walkers: Array) -> tuple[Array, EnergyStats, Params, dict]:
+    def per_walker(
+        params: Params, walkers: Array, energy_key
+    ) -> tuple[Array, EnergyStats, Params, dict]:
         """Energy, statistics, gradient and the optimiser's extra inputs from one jacobian.
 
         The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
         by the centered energies, so no second backward pass over the walkers is needed.
         """
-        energy, stats = loss(params, walkers)  # the primal only: no backward pass here
+        energy, stats = loss(params, walkers, energy_key)  # the primal only: no backward pass
         jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
         jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
         n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
@@ -71,7 +73,10 @@ def make_step(
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
 
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
-        key, mcmc_key = jax.random.split(state.key)
+        if random:  # the local energy draws: its own key, the other streams as before
+            key, mcmc_key, energy_key = jax.random.split(state.key, 3)
+        else:
+            (key, mcmc_key), energy_key = jax.random.split(state.key), None
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
@@ -82,9 +87,11 @@ def make_step(
         walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
         width = mcmc.adapt_width(state.width, moves.acceptance)
         if needs & PER_WALKER:
-            energy, stats, grads, extra = per_walker(state.params, walkers)
+            energy, stats, grads, extra = per_walker(state.params, walkers, energy_key)
         else:
-            (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(state.params, walkers)
+            (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(
+                state.params, walkers, energy_key
+            )
             extra = {}
         if MESH in needs:  # the optimiser may split its work over the walker axis
             extra.update(mesh=mesh, axis=parallel.WALKER_AXIS)
@@ -147,25 +154,3 @@ def _walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
 def _all_finite(tree) -> Array:
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
-
-
-def run(
-    step: Callable[[TrainState], tuple[TrainState, Metrics]], state: TrainState, n_steps: int
-) -> Iterator[tuple[int, TrainState, dict[str, float]]]:
-    """Yields ``(step index, state, host metrics of that step)`` one step late.
-
-    Step ``i + 1`` is dispatched before the metrics of step ``i`` are fetched, so
-    the host copy overlaps with device work. The yielded state is the newest one.
-    """
-    pending: tuple[int, Metrics] | None = None
-    for i in range(n_steps):
-        state, metrics = step(state)
-        if pending is not None:
-            yield pending[0], state, _to_host(pending[1])
-        pending = (i, metrics)
-    if pending is not None:
-        yield pending[0], state, _to_host(pending[1])
-
-
-def _to_host(metrics: Metrics) -> dict[str, float]:
-    return {k: float(v) for k, v in jax.device_get(metrics).items()}

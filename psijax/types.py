@@ -34,6 +34,9 @@ class WavefunctionApply(Protocol):
     def __call__(self, params: Params, r: Walker) -> Psi: ...
 
 
+# log|psi| of one walker: ``log_abs(params, r)``.
+LogAbs = Callable[[Params, Walker], Array]
+
 # A scalar function of one walker, e.g. ``lambda r: apply(params, r).log_abs``.
 ScalarFn = Callable[[Walker], Array]
 

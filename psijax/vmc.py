@@ -22,14 +22,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import checkpoint, laplacian, mcmc, optim, parallel, pretrain, registry, rundir, system
+from psijax import (
+    checkpoint,
+    hamiltonian,
+    laplacian,
+    mcmc,
+    optim,
+    parallel,
+    pretrain,
+    registry,
+    rundir,
+    system,
+)
 from psijax import config as config_lib
 from psijax.ansatz import Ansatz
 from psijax.batching import map_walkers
 from psijax.compile_cache import use_compilation_cache
 from psijax.distributed import peer_timeout
 from psijax.errors import InputError
-from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
 from psijax.peers import PeerWatch
 from psijax.progress import Progress
@@ -132,7 +142,7 @@ def train(
 
     net = build_network(molecule, config)
     op = laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
+    local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
     optimizer = make_optimizer(config)
     template = abstract_state(net, optimizer, molecule, config, mesh)
     identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
@@ -225,7 +235,7 @@ def train(
         molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
         config=config, network=net,
     )  # fmt: skip
-    writer.finish(result, config)
+    writer.finish(estimate, energies, seconds, config)
     return result
 
 

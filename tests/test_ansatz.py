@@ -15,9 +15,9 @@ from psijax import laplacian, mcmc, optim, parallel, registry, system
 from psijax.ansatz import Ansatz, FermiNet, PsiFormer
 from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.loop import run_steps
 from psijax.pretrain import pretrain
 from psijax.training import StepConfig, make_step
-from psijax.training import run as run_steps
 from psijax.types import TrainState
 
 NUCLEI = ((0.0, 0.0, -0.7), (0.3, 0.1, 0.8))
@@ -170,7 +170,7 @@ def test_psiformer_trains_on_four_devices_without_recompiling(optimizer):
     state = jax.device_put(state, parallel.state_shardings(mesh, state))
     local_energy = make_local_energy(net.log_abs, coulomb_potential(mol), laplacian.Forward())
     step = make_step(net.log_abs, local_energy, opt, StepConfig(n_moves=2), mesh, state)
-    energies = [m["energy"] for _, _, m in run_steps(step, state, 4)]
+    energies = [m["energy"] for m in run_steps(step, state, 4)[1]]
     assert np.all(np.isfinite(energies))
     assert step._cache_size() == 1
 

@@ -1,13 +1,22 @@
-"""Analytic local energies: the hydrogen ground state and a Gaussian in a harmonic well."""
+"""Analytic local energies (the hydrogen ground state, a Gaussian in a harmonic well) and
+the local energy as a sum of terms, including a random nonlocal one."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from psijax import laplacian
+from psijax import hamiltonian, laplacian, mcmc, optim, parallel
+from psijax.ansatz import FermiNet
+from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.loop import run_steps
+from psijax.loss import make_energy_loss
 from psijax.system import from_atom_string, preset
+from psijax.training import StepConfig, make_step
+from psijax.types import TrainState
 
 OPS = [laplacian.Hessian(), laplacian.Loop(), laplacian.Forward(), laplacian.ForwardSparse(0.6)]
 
@@ -52,3 +61,78 @@ def test_coulomb_potential_by_hand():
     r_en = [0.7, 0.7, 1.0, np.hypot(1.0, 1.4)]
     expected = -sum(1.0 / d for d in r_en) + 1.0 / np.hypot(1.0, 0.7) + 1.0 / 1.4
     np.testing.assert_allclose(coulomb_potential(mol)(r), expected, rtol=1e-12)
+
+
+# ------------------------------------------------------------------------------- terms
+@dataclasses.dataclass(frozen=True)
+class _NonlocalProbe:
+    """A made-up nonlocal term: psi(r with electron 0 moved by a random step) / psi(r),
+    the shape of a pseudopotential's quadrature (random rotation, psi at moved electrons)."""
+
+    needs_key: bool = True
+
+    def __call__(self, psi, params, r, key):
+        step = jax.random.normal(key, (3,), r.dtype) * 0.1
+        moved, here = psi.apply(params, r.at[0].add(step)), psi.apply(params, r)
+        return moved.sign * here.sign * jnp.exp(moved.log_abs - here.log_abs)
+
+
+def test_local_energy_is_the_sum_of_its_terms():
+    mol = preset("LiH")
+    net = FermiNet(2, 2, mol.coords, layers=((8, 4),), n_determinants=2)
+    params = net.init(jax.random.PRNGKey(0), jnp.float64)
+    r = jax.random.normal(jax.random.PRNGKey(1), (4, 3), jnp.float64)
+    op = laplacian.Forward()
+    terms = hamiltonian.molecular_terms(mol, op)
+    total = hamiltonian.local_energy(net, terms)(params, r)
+    kinetic = hamiltonian.kinetic_energy(op, net.log_abs, params, r)
+    np.testing.assert_allclose(total, kinetic + coulomb_potential(mol)(r), rtol=1e-14)
+    assert not hamiltonian.local_energy(net, terms).needs_key
+    with pytest.raises(ValueError, match="at least one term"):
+        hamiltonian.local_energy(net, ())
+
+
+@pytest.mark.parametrize("n_devices", [1, 4])
+def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step(n_devices):
+    """A random nonlocal term: the step hands each walker its own key (values differ
+    between walkers, repeat for the same key), on 1 and 4 devices alike, and the
+    step compiles once."""
+    mol = preset("LiH")
+    net = FermiNet(2, 2, mol.coords, layers=((8, 4),), n_determinants=2)
+    probe = hamiltonian.local_energy(net, (_NonlocalProbe(),))
+    assert probe.needs_key
+    params = net.init(jax.random.PRNGKey(0), jnp.float32)
+    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), mol, 8)
+    loss = make_energy_loss(net.log_abs, probe, clip_scale=None)
+    with pytest.raises(ValueError, match="give the loss a key"):
+        loss(params, walkers)
+    mesh = parallel.make_mesh(n_devices)
+    walkers = jax.device_put(walkers, parallel.walker_sharding(mesh))
+    key = jax.random.PRNGKey(7)
+    per_walker = lambda p, wk: probe(p, *wk)
+    energies = jax.jit(lambda w, k: map_walkers(per_walker, params, (w, jax.random.split(k, 8))))(
+        walkers, key
+    )
+    assert len(np.unique(np.asarray(energies))) == 8  # every walker its own draw
+    e1, _ = jax.jit(loss)(params, walkers, key)
+    e2, _ = jax.jit(loss)(params, walkers, key)
+    assert float(e1) == float(e2) and np.isfinite(float(e1))
+    np.testing.assert_allclose(float(e1), np.mean(np.asarray(energies)), rtol=1e-6)
+
+    opt = optim.adam()
+    state = TrainState(
+        params=params, opt_state=opt.init(params), walkers=walkers,
+        log_abs=map_walkers(net.log_abs, params, walkers), width=jnp.asarray(0.1, jnp.float32),
+        step=jnp.zeros((), jnp.int32), key=jax.random.PRNGKey(2),
+    )  # fmt: skip
+    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    step = make_step(net.log_abs, probe, opt, StepConfig(n_moves=1), mesh, state)
+    _, rows = run_steps(step, state, 3)
+    assert all(np.isfinite(m["energy"]) for m in rows)
+    assert step._cache_size() == 1
+    _ENERGIES[n_devices] = [m["energy"] for m in rows]
+    if len(_ENERGIES) == 2:
+        np.testing.assert_allclose(_ENERGIES[1], _ENERGIES[4], rtol=1e-5)
+
+
+_ENERGIES: dict[int, list[float]] = {}

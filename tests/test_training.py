@@ -13,8 +13,9 @@ from psijax import laplacian, mcmc, optim, parallel, system
 from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.loop import run_steps
 from psijax.loss import make_energy_loss
-from psijax.training import StepConfig, make_step, run
+from psijax.training import StepConfig, make_step
 from psijax.types import TrainState
 
 MOL = system.preset("LiH")
@@ -46,8 +47,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16):
 def test_steady_state_steps_never_recompile(name):
     opt = optim.adam() if name == "adam" else optim.spring()
     step, state = setup(4, opt)
-    for _ in run(step, state, 4):
-        pass
+    run_steps(step, state, 4)
     assert step._cache_size() == 1
 
 
@@ -55,7 +55,7 @@ def test_one_and_four_devices_give_the_same_energies():
     energies = {}
     for n in (1, 4):
         step, state = setup(n, optim.spring())
-        energies[n] = [m["energy"] for _, _, m in run(step, state, 3)]
+        energies[n] = [m["energy"] for m in run_steps(step, state, 3)[1]]
     np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
 
 
@@ -136,7 +136,7 @@ def test_walker_chunks_give_the_same_energies_on_one_and_four_devices():
     energies = {}
     for n in (1, 4):
         step, state = setup(n, optim.spring(), n_walkers=512)
-        energies[n] = [m["energy"] for _, _, m in run(step, state, 2)]
+        energies[n] = [m["energy"] for m in run_steps(step, state, 2)[1]]
     np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
 
 
