@@ -38,6 +38,7 @@ from psijax import mcmc, parallel, pretrain, system, vmc  # noqa: E402
 from psijax.batching import map_walkers  # noqa: E402
 from psijax.hamiltonian import coulomb_potential, make_local_energy  # noqa: E402
 from psijax.loss import make_energy_loss  # noqa: E402
+from psijax.sampler import Metropolis, burn_in  # noqa: E402
 from psijax.training import StepConfig, make_step  # noqa: E402
 from psijax.types import TrainState  # noqa: E402
 from psijax.vmc import laplacian_operator, make_optimizer  # noqa: E402
@@ -133,9 +134,9 @@ def main() -> None:
     t = time.perf_counter()
     if config.burn_in_steps:
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        walkers, _, width = mcmc.burn_in(
-            keys[3], batch_log_abs, walkers, width,
-            n_steps=config.burn_in_steps, n_moves=config.mcmc_moves,
+        walkers, _, width = burn_in(
+            keys[3], Metropolis(config.mcmc_moves), batch_log_abs, walkers, width,
+            n_steps=config.burn_in_steps,
         )  # fmt: skip
     log_abs = _block(map_walkers(net.log_abs, params, walkers))
     burn_s = time.perf_counter() - t

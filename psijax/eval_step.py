@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import mcmc, parallel
+from psijax import parallel
 from psijax.batching import map_walkers
+from psijax.sampler import Metropolis, burn_in
 from psijax.types import Array, Params, Walkers
 from psijax.wavefunction import Wavefunction
 
@@ -38,8 +39,8 @@ def make_eval_step(
     def step(params: Params, state: EvalState):
         key, k_move = jax.random.split(state.key)
         batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
-        walkers, logp, moves = mcmc.metropolis(
-            k_move, batch, state.walkers, state.log_abs, state.width, n_moves
+        walkers, logp, _, moves = Metropolis(n_moves, adapt=False).step(
+            k_move, batch, state.walkers, state.log_abs, state.width
         )
         values = map_walkers(local_values, params, walkers, chunk_size=chunk)
         energy = values["energy"]
@@ -70,15 +71,9 @@ def make_equilibrate(apply, n_moves: int, mesh, chunk: int | None):
     def equilibrate(params: Params, state: EvalState, n_steps: int) -> EvalState:
         batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
 
-        def body(i, carry):
-            x, logp, width = carry
-            x, logp, moves = mcmc.metropolis(
-                jax.random.fold_in(state.key, i), batch, x, logp, width, n_moves
-            )
-            return x, logp, mcmc.adapt_width(width, moves.acceptance)
-
-        init = (state.walkers, batch(state.walkers), state.width)
-        walkers, logp, width = jax.lax.fori_loop(0, n_steps, body, init)
+        walkers, logp, width = burn_in(
+            state.key, Metropolis(n_moves), batch, state.walkers, state.width, n_steps=n_steps
+        )
         key = jax.random.fold_in(state.key, n_steps)
         return state._replace(walkers=walkers, log_abs=logp, width=width, key=key)
 

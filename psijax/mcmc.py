@@ -135,28 +135,3 @@ def adapt_width(
     width = jnp.asarray(width)
     step = rate * (jnp.asarray(acceptance, width.dtype) - target) / target
     return jnp.clip(width * jnp.exp(step), min_width, max_width).astype(width.dtype)
-
-
-@functools.partial(jax.jit, static_argnames=("log_abs", "n_steps", "n_moves"))
-def burn_in(
-    key: Array,
-    log_abs: BatchLogAbs,
-    walkers: Walkers,
-    width: Array,
-    *,
-    n_steps: int,
-    n_moves: int,
-) -> tuple[Walkers, Array, Array]:
-    """`n_steps` rounds of `metropolis` + `adapt_width`; returns (walkers, log|psi|, width).
-
-    `log_abs` is static (hashed by identity): pass the same function to reuse the compilation.
-    """
-    width = jnp.asarray(width, walkers.dtype)
-
-    def step(i: Array, carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
-        x, logp, w = carry
-        x, logp, stats = metropolis(jax.random.fold_in(key, i), log_abs, x, logp, w, n_moves)
-        return x, logp, adapt_width(w, stats.acceptance)
-
-    init = (walkers, log_abs(walkers), width)
-    return jax.lax.fori_loop(0, n_steps, step, init)

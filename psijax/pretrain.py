@@ -25,7 +25,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from psijax.ansatz.base import Ansatz
 from psijax.batching import auto_chunk, map_walkers
-from psijax.mcmc import adapt_width, metropolis
+from psijax.sampler import Metropolis
 from psijax.system import Molecule
 from psijax.types import Array, Params, Walkers
 
@@ -200,11 +200,9 @@ def _make_chunk(
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             log_abs = lambda x: map_walkers(net.log_abs, params, x, chunk_size=chunk)
-            walkers, _, stats = metropolis(
-                jax.random.fold_in(key, start + j), log_abs, walkers, log_abs(walkers), width,
-                n_moves,
-            )  # fmt: skip
-            width = adapt_width(width, stats.acceptance)
+            walkers, _, width, _ = Metropolis(n_moves).step(
+                jax.random.fold_in(key, start + j), log_abs, walkers, log_abs(walkers), width
+            )
             return params, opt_state, walkers, width, losses.at[j].set(loss.astype(losses.dtype))
 
         losses = jnp.zeros((CHUNK,), walkers.dtype)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from psijax import estimators
 from psijax.stats import MIN_BLOCKING_LENGTH, Estimate, tail_estimate
 
 
@@ -78,6 +79,7 @@ class Progress:
         self._start = 0
         self._live = False  # a live (unterminated) line is on the terminal
         self.rejected = 0
+        self.shown = [c for c in estimators.columns() if c.show is not None]
 
     def _terminal_columns(self) -> int:
         """The width of the terminal this display writes to (stdout may be a file)."""
@@ -126,13 +128,8 @@ class Progress:
                 parts.append(f"(naive, {est.n_samples} steps)")
             if self.exact is not None and math.isfinite(est.mean):
                 parts.append(f"vs exact {1000 * (est.mean - self.exact):+.2f} mHa")
-        parts += [
-            f"step E {m['energy']:.5f}",
-            f"var {m.get('variance', math.nan):.4f}",
-            f"acc {m.get('acceptance', math.nan):.2f}",
-            f"{per_step:.3f} s/step",
-            f"ETA {_duration(eta)}",
-        ]
+        parts += [c.show.format(m.get(c.name, math.nan)) for c in self.shown]
+        parts += [f"{per_step:.3f} s/step", f"ETA {_duration(eta)}"]
         if self.rejected:
             parts.append(f"rejected {self.rejected}")
         return "  ".join(parts)

@@ -20,16 +20,15 @@ from typing import Any
 import numpy as np
 
 from psijax import config as config_lib
+from psijax import estimators
 from psijax.checkpoint import SUBDIR
 from psijax.errors import InputError
 from psijax.report import plot_energy
 from psijax.stats import Estimate
 from psijax.system import Molecule
 
-COLUMNS = (
-    "step", "energy", "variance", "acceptance", "width",
-    "nonfinite_walkers", "reset_walkers", "rejected", "grad_norm", "seconds",
-)  # fmt: skip
+# metrics.csv: the step, every training estimator's columns, the wall time.
+COLUMNS = ("step", *(c.name for c in estimators.columns()), "seconds")
 RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", SUBDIR)
 
 

@@ -18,10 +18,13 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
-from psijax import mcmc, optim, parallel
+from psijax import estimators as estimators_lib
+from psijax import optim, parallel
 from psijax.batching import auto_chunk, map_walkers
+from psijax.estimators import Estimator, StepValues
 from psijax.loss import EnergyStats, make_energy_loss
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
+from psijax.sampler import Metropolis, Sampler
 from psijax.types import Array, LogAbs, Params, TrainState
 
 Metrics = dict[str, Array]
@@ -41,13 +44,18 @@ def make_step(
     config: StepConfig,
     mesh: Mesh,
     state_template: TrainState,
+    sampler: Sampler | None = None,
+    estimators: tuple[Estimator, ...] = estimators_lib.TRAINING,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """The jitted training step, sharded like ``state_template`` on ``mesh``.
 
-    The optimiser gets the extra inputs it declares (``psijax.optim.base``): with the
-    per-walker jacobian the gradient comes from its rows, else from one backward pass.
+    ``sampler`` moves the walkers (default: ``Metropolis(config.n_moves)``); its state is
+    ``state.width``. The optimiser gets the extra inputs it declares (``psijax.optim.base``):
+    with the per-walker jacobian the gradient comes from its rows, else from one backward
+    pass. The metrics are the columns of ``estimators`` (``psijax.estimators``).
     """
     needs = optim.needs_of(optimizer)
+    sampler = sampler if sampler is not None else Metropolis(config.n_moves)
     random = bool(getattr(local_energy, "needs_key", False))
     chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
     loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
@@ -80,12 +88,10 @@ def make_step(
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
-        walkers, log_abs_w, moves = mcmc.metropolis(
-            mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width,
-            config.n_moves,
-        )  # fmt: skip
+        walkers, log_abs_w, width, moves = sampler.step(
+            mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width
+        )
         walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
-        width = mcmc.adapt_width(state.width, moves.acceptance)
         if needs & PER_WALKER:
             energy, stats, grads, extra = per_walker(state.params, walkers, energy_key)
         else:
@@ -108,17 +114,11 @@ def make_step(
             step=state.step + 1,
             key=key,
         )
-        metrics = {
-            "energy": energy,
-            "variance": stats.variance,
-            "acceptance": moves.acceptance,
-            "width": width,
-            "nonfinite_walkers": stats.n_nonfinite,
-            "rejected": (~ok).astype(energy.dtype),
-            "reset_walkers": n_reset.astype(energy.dtype),
-            "grad_norm": optax.tree.norm(grads),
-        }
-        return new_state, metrics
+        values = StepValues(
+            params=new_state.params, walkers=walkers, energy=stats, moves=moves,
+            sampler_state=width, n_reset=n_reset, accepted=ok, grads=grads,
+        )  # fmt: skip
+        return new_state, estimators_lib.metrics(estimators, values)
 
     shardings = parallel.state_shardings(mesh, state_template)
     return jax.jit(

@@ -43,6 +43,7 @@ from psijax.errors import InputError
 from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
 from psijax.peers import PeerWatch
 from psijax.progress import Progress
+from psijax.sampler import Metropolis, burn_in
 from psijax.stats import Estimate, tail_estimate
 from psijax.training import StepConfig, make_step
 from psijax.types import Params, TrainState
@@ -326,9 +327,9 @@ def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> Train
     if config.burn_in_steps:
         show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        walkers, _, width = mcmc.burn_in(
-            keys[3], batch_log_abs, walkers, width,
-            n_steps=config.burn_in_steps, n_moves=config.mcmc_moves,
+        walkers, _, width = burn_in(
+            keys[3], Metropolis(config.mcmc_moves), batch_log_abs, walkers, width,
+            n_steps=config.burn_in_steps,
         )  # fmt: skip
     state = TrainState(
         params=params,

@@ -21,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from psijax import checkpoint, mcmc, observables, parallel, system
+from psijax import checkpoint, observables, parallel, system
 from psijax import config as config_lib
 from psijax.batching import map_walkers
 from psijax.errors import InputError
+from psijax.sampler import Metropolis, burn_in
 from psijax.types import Array, Params, Psi, Walkers
 
 
@@ -113,12 +114,8 @@ def _jit_batch(apply, params, r):
 def _jit_sample(apply, params, walkers, key, width, n_steps, n_moves):
     log_abs = lambda w: map_walkers(lambda p, x: apply(p, x).log_abs, params, w)
 
-    def body(i, carry):
-        x, logp = carry
-        x, logp, _ = mcmc.metropolis(jax.random.fold_in(key, i), log_abs, x, logp, width, n_moves)
-        return x, logp
-
-    return jax.lax.fori_loop(0, n_steps, body, (walkers, log_abs(walkers)))[0]
+    fixed = Metropolis(n_moves, adapt=False)
+    return burn_in(key, fixed, log_abs, walkers, width, n_steps=n_steps)[0]
 
 
 def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):

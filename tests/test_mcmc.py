@@ -9,7 +9,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from psijax.mcmc import adapt_width, burn_in, electrons_per_atom, init_walkers, metropolis
+from psijax.mcmc import adapt_width, electrons_per_atom, init_walkers, metropolis
+from psijax.sampler import Metropolis, burn_in
 from psijax.system import from_atom_string, preset
 
 MOLECULES = {
@@ -99,7 +100,7 @@ def walker_mean_and_error(values):
 def test_samples_known_density(log_abs, observable, exact):
     walkers = init_walkers(jax.random.key(1), preset("H"), 2000, spread=1.0)
     walkers, _, width = burn_in(
-        jax.random.key(2), log_abs, walkers, jnp.float32(0.2), n_steps=60, n_moves=5
+        jax.random.key(2), Metropolis(5), log_abs, walkers, jnp.float32(0.2), n_steps=60
     )
     assert 0.3 < float(width) < 2.0
     xs, acc = mcmc_run(log_abs, walkers, width, n_samples=40, n_moves=5)
@@ -189,7 +190,7 @@ def test_float32_walkers_stay_float32_even_with_x64():
             jax.random.key(1), oscillator, walkers, oscillator(walkers), width, 3
         )
         assert x.dtype == logp.dtype == stats.acceptance.dtype == jnp.float32
-        x, logp, w = burn_in(jax.random.key(2), oscillator, walkers, 0.3, n_steps=2, n_moves=2)
+        x, logp, w = burn_in(jax.random.key(2), Metropolis(2), oscillator, walkers, 0.3, n_steps=2)
         assert x.dtype == logp.dtype == w.dtype == jnp.float32
         assert init_walkers(jax.random.key(0), preset("H"), 4, dtype=jnp.float64).dtype == (
             jnp.float64
