@@ -139,8 +139,14 @@ def _default_text(field: dataclasses.Field) -> str:
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per ``Config`` field, with its default and choices in the help."""
-    group = parser.add_argument_group("run settings (also config-file keys, same names)")
+    groups = {
+        section: parser.add_argument_group(
+            f"{section} settings (config-file keys of the same names, flat or under [{section}])"
+        )
+        for section in config_lib.SECTIONS
+    }
     for field in dataclasses.fields(config_lib.Config):
+        group = groups[config_lib.SECTION_OF[field.name]]
         kind = _base_type(field)
         metavar = None
         if field.name in CHOICES:

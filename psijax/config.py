@@ -1,6 +1,7 @@
 """Typed, frozen run configuration, validated once at the boundary.
 
-Values come from defaults, then a config file (TOML or JSON), then CLI flags.
+Values come from defaults, then a config file (TOML or JSON, flat or in the sections of
+``SECTIONS``: system, ansatz, sampler, optimizer, pretraining, run), then CLI flags.
 Every bad value raises ``InputError`` with one line naming the field and the fix.
 """
 
@@ -107,6 +108,27 @@ class Config:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+# The config in sections: config files may group keys in these tables (``[ansatz]``),
+# ``--help`` groups the flags by them and ``--dry-run`` prints them so. A section's table
+# holds the same key names as the flat form; both forms mean the same run.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "system": ("system", "charge", "spin", "unit"),
+    "ansatz": (
+        "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
+        "layer_norm", "jastrow", "determinants", "full_det",
+    ),
+    "sampler": ("walkers", "mcmc_moves", "burn_in_steps"),
+    "optimizer": (
+        "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
+    ),
+    "pretraining": ("pretrain_steps", "basis"),
+    "run": (
+        "steps", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
+        "checkpoint_minutes", "keep_checkpoints", "max_rejected",
+        "compilation_cache",
+    ),
+}  # fmt: skip
+SECTION_OF = {name: section for section, names in SECTIONS.items() for name in names}
 # What a resumed run may change; every other field must match the run being resumed.
 RESUMABLE = frozenset({
     "steps", "devices", "out", "eval_fraction",
@@ -128,9 +150,46 @@ def identity(config: Config) -> dict[str, Any]:
     return {k: v for k, v in values.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 
+def flatten(values: dict[str, Any]) -> dict[str, Any]:
+    """Section tables (``{"ansatz": {"layers": ...}}``) as flat keys; checks that each
+    key sits in its own section and is given once."""
+    flat: dict[str, Any] = {}
+    for name, value in values.items():
+        key = name.replace("-", "_")
+        if not (key in SECTIONS and isinstance(value, dict)):
+            if key in flat:
+                raise InputError(f"config key {name!r} is given twice; keep one")
+            flat[key] = value
+            continue
+        for inner, item in value.items():
+            field = inner.replace("-", "_")
+            home = SECTION_OF.get(field)
+            if home is None:
+                raise InputError(
+                    f"unknown config key {inner!r} in [{key}]; valid keys there are "
+                    f"{', '.join(SECTIONS[key])}"
+                )
+            if home != key:
+                raise InputError(
+                    f"config key {inner!r} belongs in [{home}], not [{key}]; move it there"
+                )
+            if field in flat:
+                raise InputError(f"config key {inner!r} is given twice; keep one")
+            flat[field] = item
+    return flat
+
+
+def sectioned(config: Config) -> dict[str, dict[str, Any]]:
+    """The config as ``{section: {key: value}}``."""
+    values = to_dict(config)
+    return {section: {k: values[k] for k in names} for section, names in SECTIONS.items()}
+
+
 def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
-    """A Config from ``base`` (defaults) with ``values`` replaced; checks names and types."""
+    """A Config from ``base`` (defaults) with ``values`` replaced; checks names and types.
+    ``values`` may be flat or grouped in section tables (``SECTIONS``)."""
     base = base or Config()
+    values = flatten(values)
     clean = {}
     for name, value in values.items():
         key = name.replace("-", "_")
@@ -148,7 +207,8 @@ def load(path: str | Path, base: Config | None = None) -> Config:
 
 
 def read_values(path: str | Path) -> dict[str, Any]:
-    """The key = value pairs of a TOML (.toml) or JSON (.json) config file, checked."""
+    """The key = value pairs of a TOML (.toml) or JSON (.json) config file, checked and
+    flattened (section tables become plain keys)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"config file {str(path)!r} does not exist; check the path")
@@ -164,6 +224,7 @@ def read_values(path: str | Path) -> dict[str, Any]:
         raise InputError(f"config file {str(path)!r} is not valid: {msg}; fix its syntax") from None
     if not isinstance(values, dict):
         raise InputError(f"config file {str(path)!r} must hold a table of key = value pairs")
+    values = flatten(values)
     from_dict(values)  # names and types
     return values
 
@@ -226,6 +287,7 @@ def _nonnegative(config: Config, *names: str) -> None:
 
 def for_resume(saved: Config, values: dict[str, Any]) -> Config:
     """The saved run's config with ``values`` applied; only ``RESUMABLE`` fields may change."""
+    values = flatten(values)
     for name, value in values.items():
         key = name.replace("-", "_")
         if key in FIELDS and key not in RESUMABLE and _coerce(key, value) != getattr(saved, key):

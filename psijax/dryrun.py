@@ -17,13 +17,15 @@ from psijax import config as config_lib
 
 
 def config_text(config: config_lib.Config) -> str:
-    """The config as TOML lines; unset (None) fields are comments."""
+    """The config as TOML tables, one per section; unset (None) fields are comments."""
     lines = []
-    for name, value in config_lib.to_dict(config).items():
-        if value is None:
-            lines.append(f"# {name} = (unset)")
-        else:
-            lines.append(f"{name} = {json.dumps(value)}")
+    for section, values in config_lib.sectioned(config).items():
+        lines.append(f"[{section}]")
+        for name, value in values.items():
+            if value is None:
+                lines.append(f"# {name} = (unset)")
+            else:
+                lines.append(f"{name} = {json.dumps(value)}")
     return "\n".join(lines)
 
 

@@ -85,7 +85,7 @@ def make_config(
 ) -> config_lib.Config:
     """The run's config: ``config`` (or defaults) with ``overrides``; for ``resume``, the
     config saved in ``out`` with only resumable fields overridden."""
-    overrides = _molecule_as_text(overrides)
+    overrides = _molecule_as_text(config_lib.flatten(overrides))
     if not resume:
         return config_lib.from_dict(overrides, config)
     out = overrides.get("out", config.out if config else None)

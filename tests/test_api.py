@@ -90,6 +90,23 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     )
 
 
+def test_config_sections_mean_the_same_run_as_flat_keys(tmp_path):
+    flat = tmp_path / "flat.toml"
+    flat.write_text('system = "Li"\nwalkers = 64\nansatz = "psiformer"\nlayer_norm = true\n')
+    grouped = tmp_path / "grouped.toml"
+    grouped.write_text(
+        '[system]\nsystem = "Li"\n[sampler]\nwalkers = 64\n'
+        '[ansatz]\nansatz = "psiformer"\nlayer-norm = true\n'
+    )
+    assert config_lib.load(flat) == config_lib.load(grouped)
+    api = vmc.make_config(system="Li", sampler={"walkers": 64},
+                          ansatz={"ansatz": "psiformer", "layer_norm": True})  # fmt: skip
+    assert api == config_lib.load(flat)
+    sections = config_lib.sectioned(api)
+    assert sections["sampler"]["walkers"] == 64 and sections["ansatz"]["layer_norm"] is True
+    assert sorted(k for v in sections.values() for k in v) == sorted(config_lib.FIELDS)
+
+
 def test_a_molecule_or_a_pyscf_mole_becomes_a_plain_config():
     mol = system.preset("H2")
     from_molecule = vmc.make_config(system=mol)
