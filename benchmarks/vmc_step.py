@@ -39,8 +39,8 @@ from psijax.batching import map_walkers  # noqa: E402
 from psijax.hamiltonian import coulomb_potential, make_local_energy  # noqa: E402
 from psijax.loss import make_energy_loss  # noqa: E402
 from psijax.sampler import Metropolis, burn_in  # noqa: E402
+from psijax.state import train_state  # noqa: E402
 from psijax.training import StepConfig, make_step  # noqa: E402
-from psijax.types import TrainState  # noqa: E402
 from psijax.vmc import laplacian_operator, make_optimizer  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
@@ -145,16 +145,9 @@ def main() -> None:
     op = laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
     optimizer = make_optimizer(config)
-    state = TrainState(
-        params=params,
-        opt_state=optimizer.init(params),
-        walkers=walkers,
-        log_abs=log_abs,
-        width=width,
-        step=jnp.zeros((), jnp.int32),
-        key=keys[4],
+    state = train_state(
+        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
     step_config = StepConfig(
         n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,

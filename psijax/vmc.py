@@ -44,6 +44,7 @@ from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
 from psijax.peers import PeerWatch
 from psijax.progress import Progress
 from psijax.sampler import Metropolis, burn_in
+from psijax.state import INITIAL_WIDTH, abstract_train_state, train_state
 from psijax.stats import Estimate, tail_estimate
 from psijax.training import StepConfig, make_step
 from psijax.types import Params, TrainState
@@ -281,25 +282,7 @@ def step_config(config: config_lib.Config) -> StepConfig:
 
 def abstract_state(net, optimizer, molecule, config, mesh) -> TrainState:
     """Shapes, dtypes and shardings of the TrainState, without computing it."""
-
-    def build() -> TrainState:
-        params = net.init(jax.random.PRNGKey(0), jnp.float32)
-        walkers = jnp.zeros((config.walkers, molecule.n_electrons, 3), jnp.float32)
-        return TrainState(
-            params=params,
-            opt_state=optimizer.init(params),
-            walkers=walkers,
-            log_abs=jnp.zeros((config.walkers,), jnp.float32),
-            width=jnp.zeros((), jnp.float32),
-            step=jnp.zeros((), jnp.int32),
-            key=jax.random.PRNGKey(0),
-        )
-
-    shapes = jax.eval_shape(build)
-    shardings = parallel.state_shardings(mesh, shapes)
-    return jax.tree.map(
-        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings
-    )
+    return abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
 
 
 def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> TrainState:
@@ -323,7 +306,7 @@ def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> Train
             callback=lambda i, loss: show.pretrain(i, loss),
         )  # fmt: skip
 
-    width = jnp.asarray(0.1, jnp.float32)
+    width = jnp.asarray(INITIAL_WIDTH, jnp.float32)
     if config.burn_in_steps:
         show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
@@ -331,13 +314,4 @@ def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> Train
             keys[3], Metropolis(config.mcmc_moves), batch_log_abs, walkers, width,
             n_steps=config.burn_in_steps,
         )  # fmt: skip
-    state = TrainState(
-        params=params,
-        opt_state=optimizer.init(params),
-        walkers=walkers,
-        log_abs=map_walkers(net.log_abs, params, walkers),
-        width=width,
-        step=jnp.zeros((), jnp.int32),
-        key=keys[4],
-    )
-    return parallel.to_global(state, parallel.state_shardings(mesh, state))
+    return train_state(net, optimizer, params, walkers, keys[4], width=width, mesh=mesh)

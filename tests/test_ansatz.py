@@ -13,12 +13,11 @@ from laplacian_cells import OPERATORS, RTOL, error, reference, run
 from psijax import config as config_lib
 from psijax import laplacian, mcmc, optim, parallel, registry, system
 from psijax.ansatz import Ansatz, FermiNet, PsiFormer
-from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import run_steps
 from psijax.pretrain import pretrain
+from psijax.state import train_state
 from psijax.training import StepConfig, make_step
-from psijax.types import TrainState
 
 NUCLEI = ((0.0, 0.0, -0.7), (0.3, 0.1, 0.8))
 
@@ -161,13 +160,7 @@ def test_psiformer_trains_on_four_devices_without_recompiling(optimizer):
     mesh = parallel.make_mesh(4)
     params = net.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), mol, 16)
-    state = TrainState(
-        params=params, opt_state=opt.init(params), walkers=walkers,
-        log_abs=map_walkers(net.log_abs, params, walkers),
-        width=jnp.asarray(0.1, jnp.float32), step=jnp.zeros((), jnp.int32),
-        key=jax.random.PRNGKey(2),
-    )  # fmt: skip
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    state = train_state(net, opt, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
     local_energy = make_local_energy(net.log_abs, coulomb_potential(mol), laplacian.Forward())
     step = make_step(net.log_abs, local_energy, opt, StepConfig(n_moves=2), mesh, state)
     energies = [m["energy"] for m in run_steps(step, state, 4)[1]]

@@ -12,12 +12,11 @@ import pytest
 
 from psijax import estimators, laplacian, mcmc, optim, parallel, rundir, system
 from psijax.ansatz import FermiNet
-from psijax.batching import map_walkers
 from psijax.estimators import Column, Estimator
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.progress import Progress
+from psijax.state import train_state
 from psijax.training import StepConfig, make_step
-from psijax.types import TrainState
 
 ROOT = Path(__file__).resolve().parents[1]
 MOL = system.preset("H2")
@@ -29,12 +28,7 @@ def _step(estimators_=estimators.TRAINING):
     opt = optim.adam()
     params = NET.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, 8)
-    state = TrainState(
-        params=params, opt_state=opt.init(params), walkers=walkers,
-        log_abs=map_walkers(NET.log_abs, params, walkers), width=jnp.asarray(0.1),
-        step=jnp.zeros((), jnp.int32), key=jax.random.PRNGKey(2),
-    )  # fmt: skip
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    state = train_state(NET, opt, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
     local_energy = make_local_energy(NET.log_abs, coulomb_potential(MOL), laplacian.Forward())
     step = make_step(
         NET.log_abs, local_energy, opt, StepConfig(n_moves=1), mesh, state,

@@ -14,9 +14,9 @@ from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import run_steps
 from psijax.loss import make_energy_loss
+from psijax.state import train_state
 from psijax.system import from_atom_string, preset
 from psijax.training import StepConfig, make_step
-from psijax.types import TrainState
 
 OPS = [laplacian.Hessian(), laplacian.Loop(), laplacian.Forward(), laplacian.ForwardSparse(0.6)]
 
@@ -120,12 +120,7 @@ def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step(n_device
     np.testing.assert_allclose(float(e1), np.mean(np.asarray(energies)), rtol=1e-6)
 
     opt = optim.adam()
-    state = TrainState(
-        params=params, opt_state=opt.init(params), walkers=walkers,
-        log_abs=map_walkers(net.log_abs, params, walkers), width=jnp.asarray(0.1, jnp.float32),
-        step=jnp.zeros((), jnp.int32), key=jax.random.PRNGKey(2),
-    )  # fmt: skip
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    state = train_state(net, opt, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
     step = make_step(net.log_abs, probe, opt, StepConfig(n_moves=1), mesh, state)
     _, rows = run_steps(step, state, 3)
     assert all(np.isfinite(m["energy"]) for m in rows)

@@ -15,8 +15,8 @@ from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.loop import run_steps
 from psijax.loss import make_energy_loss
+from psijax.state import train_state
 from psijax.training import StepConfig, make_step
-from psijax.types import TrainState
 
 MOL = system.preset("LiH")
 NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.tolist())),
@@ -28,16 +28,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16):
     mesh = parallel.make_mesh(n_devices)
     params = NET.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers)
-    state = TrainState(
-        params=params,
-        opt_state=optimizer.init(params),
-        walkers=walkers,
-        log_abs=map_walkers(NET.log_abs, params, walkers),
-        width=jnp.asarray(0.1, jnp.float32),
-        step=jnp.zeros((), jnp.int32),
-        key=jax.random.PRNGKey(2),
-    )
-    state = jax.device_put(state, parallel.state_shardings(mesh, state))
+    state = train_state(NET, optimizer, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
     config = StepConfig(n_moves=2)
     return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state), state
 
