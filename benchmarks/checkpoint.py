@@ -26,11 +26,14 @@ from pathlib import Path
 
 import jax
 
-from psijax import checkpoint, parallel, system, vmc
 from psijax import config as config_lib
+from psijax import parallel, registry, system
 from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.report import Progress
-from psijax.training import make_step
+from psijax.run import checkpoint
+from psijax.run.report import Progress
+from psijax.run.state import abstract_train_state
+from psijax.run.step import make_step
+from psijax.run.train import fresh_state, step_config
 
 
 def du(path: Path) -> int:
@@ -41,13 +44,13 @@ def measure(name: str, n_steps: int) -> dict[str, float]:
     config = config_lib.Config(system=name, pretrain_steps=0, burn_in_steps=2)
     molecule = system.resolve(name)
     mesh = parallel.make_mesh()
-    net = vmc.build_network(molecule, config)
-    op = vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
+    net = registry.ansatz(molecule, config)
+    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
-    optimizer = vmc.make_optimizer(config)
-    state = vmc.fresh_state(net, optimizer, molecule, config, mesh, Progress(0, enabled=False))
-    step = make_step(net.log_abs, local_energy, optimizer, vmc.step_config(config), mesh, state)
-    template = vmc.abstract_state(net, optimizer, molecule, config, mesh)
+    optimizer = registry.optimizer(config)
+    state = fresh_state(net, optimizer, molecule, config, mesh, Progress(0, enabled=False))
+    step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
     identity = {"molecule": molecule.fingerprint()}
     root = Path(tempfile.mkdtemp(prefix="psijax-ckpt-bench-"))
     ckpt = checkpoint.Checkpoints(root, keep=2)

@@ -37,9 +37,11 @@ def main() -> None:
     import optax
 
     from psijax import config as config_lib
-    from psijax import hamiltonian, parallel, system, vmc
+    from psijax import hamiltonian, parallel, registry, system
     from psijax.hlo import collectives
-    from psijax.training import make_step
+    from psijax.run.state import abstract_train_state
+    from psijax.run.step import make_step
+    from psijax.run.train import step_config
 
     width, depth = args.layers.split("x")
     layer = tuple(int(x) for x in width.split(","))
@@ -50,14 +52,14 @@ def main() -> None:
         layers=(layer,) * int(depth),
         determinants=args.determinants,
     )
-    net = vmc.build_network(molecule, config)
-    optimizer = vmc.make_optimizer(config)
+    net = registry.ansatz(molecule, config)
+    optimizer = registry.optimizer(config)
     if args.unsplit:
         inner = optimizer
         optimizer = optax.GradientTransformationExtraArgs(
             inner.init, lambda g, s, p=None, **kw: inner.update(g, s, p, **{**kw, "mesh": None})
         )
-    operator = vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
+    operator = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = hamiltonian.make_local_energy(
         net.log_abs, hamiltonian.coulomb_potential(molecule), operator
     )
@@ -73,10 +75,8 @@ def main() -> None:
     first = None
     for d in counts:
         mesh = parallel.make_mesh(d)
-        template = vmc.abstract_state(net, optimizer, molecule, config, mesh)
-        step = make_step(
-            net.log_abs, local_energy, optimizer, vmc.step_config(config), mesh, template
-        )
+        template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
+        step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, template)
         t = time.perf_counter()
         compiled = step.lower(template).compile()
         seconds = time.perf_counter() - t

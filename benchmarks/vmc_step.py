@@ -3,7 +3,7 @@
     python benchmarks/vmc_step.py [--system LiH] [--steps 30] [--pretrain-steps 200]
                                   [--parts] [--laplacian default]
 
-Builds the job the way ``psijax.vmc.train`` does (defaults of ``psijax.config.Config``:
+Builds the job the way ``psijax.run.train.train`` does (defaults of ``psijax.config.Config``:
 256 walkers, FermiNet 3 x (64, 16), 8 determinants, 10 MCMC moves per step, SPRING,
 Hartree-Fock pretraining, 50 burn-in steps, float32) and prints one table:
 
@@ -34,14 +34,16 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from psijax import config as config_lib  # noqa: E402
-from psijax import mcmc, parallel, pretrain, system, vmc  # noqa: E402
+from psijax import mcmc, parallel, registry, system  # noqa: E402
 from psijax.batching import map_walkers  # noqa: E402
 from psijax.hamiltonian import coulomb_potential, make_local_energy  # noqa: E402
 from psijax.loss import make_energy_loss  # noqa: E402
+from psijax.registry import laplacian_operator  # noqa: E402
+from psijax.registry import optimizer as make_optimizer  # noqa: E402
+from psijax.run import pretrain  # noqa: E402
+from psijax.run.state import train_state  # noqa: E402
+from psijax.run.step import StepConfig, make_step  # noqa: E402
 from psijax.sampler import Metropolis, burn_in  # noqa: E402
-from psijax.state import train_state  # noqa: E402
-from psijax.training import StepConfig, make_step  # noqa: E402
-from psijax.vmc import laplacian_operator, make_optimizer  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
@@ -107,7 +109,7 @@ def main() -> None:
         config.system, charge=config.charge, spin=config.spin, unit=config.unit
     )
     mesh = parallel.make_mesh(config.devices)
-    net = vmc.build_network(molecule, config)
+    net = registry.ansatz(molecule, config)
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = jax.device_put(net.init(keys[0], jnp.float32), parallel.replicated(mesh))
     walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
@@ -287,21 +289,22 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
     """
     ref = _import_copy(path)
     ref_net = ref.ansatz.FermiNet(**dataclasses.asdict(net))
-    op = ref.vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
+    op = ref.tables.laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = ref.hamiltonian.make_local_energy(
         ref_net.log_abs, ref.hamiltonian.coulomb_potential(molecule), op
     )
-    optimizer = ref.vmc.make_optimizer(config)
+    make = getattr(ref.tables, "optimizer", None) or ref.tables.make_optimizer
+    optimizer = make(config)
     opt_tree = jax.tree.structure(optimizer.init(state.params))
     ref_state = ref.types.TrainState(
         *state._replace(opt_state=jax.tree.unflatten(opt_tree, jax.tree.leaves(state.opt_state)))
     )
-    ref_fields = {f.name for f in dataclasses.fields(ref.training.StepConfig)}
+    ref_fields = {f.name for f in dataclasses.fields(ref.step.StepConfig)}
     ref_values = dataclasses.asdict(step_config)
     if "natural_gradient" in ref_fields:  # before optimisers declared what they need
         ref_values["natural_gradient"] = config.optimizer == "spring"
-    ref_config = ref.training.StepConfig(**ref_values)
-    ref_step = ref.training.make_step(
+    ref_config = ref.step.StepConfig(**ref_values)
+    ref_step = ref.step.make_step(
         ref_net.log_abs, local_energy, optimizer, ref_config, mesh, ref_state
     )
     steps = {"this": step_fn_cache["step"], "against": ref_step}
@@ -346,8 +349,17 @@ def _import_copy(path: str):
                     f.write(text)
     sys.path.insert(0, root)
     pkg = importlib.import_module("psijax_ref")
-    for module in ("ansatz", "hamiltonian", "training", "types", "vmc"):
-        setattr(pkg, module, importlib.import_module(f"psijax_ref.{module}"))
+    # the step's module and the name -> object tables moved (psijax.run.step, registry)
+    for name, candidates in {
+        "ansatz": ("ansatz",), "hamiltonian": ("hamiltonian",), "types": ("types",),
+        "step": ("run.step", "training"), "tables": ("registry", "vmc"),
+    }.items():  # fmt: skip
+        for module in candidates:
+            try:
+                setattr(pkg, name, importlib.import_module(f"psijax_ref.{module}"))
+                break
+            except ModuleNotFoundError:
+                continue
     return pkg
 
 

@@ -8,16 +8,16 @@ __version__ = "0.1.0"
 
 
 def train(config=None, **overrides):
-    """Train a wavefunction (FermiNet or PsiFormer) on a molecule; see ``psijax.vmc.train``
+    """Train a wavefunction (FermiNet or PsiFormer) on a molecule; see ``psijax.run.train.train``
     and ``psijax.config.Config``."""
-    from psijax.vmc import train as _train
+    from psijax.run.train import train as _train
 
     return _train(config, **overrides)
 
 
 def evaluate(run, **options):
-    """Evaluate a trained run with frozen parameters; see ``psijax.evaluation.evaluate``."""
-    from psijax.evaluation import evaluate as _evaluate
+    """Evaluate a trained run with frozen parameters; see ``psijax.run.evaluate.evaluate``."""
+    from psijax.run.evaluate import evaluate as _evaluate
 
     return _evaluate(run, **options)
 

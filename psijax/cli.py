@@ -1,4 +1,4 @@
-"""The ``psijax`` command. Maps user strings to objects once, then calls ``psijax.vmc``."""
+"""The ``psijax`` command. Maps user strings to objects once, then calls ``psijax.run.train``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from psijax import cli_flags, eval_cli
 from psijax.errors import InputError, PsijaxError
-from psijax.loop import Interrupted, TrainingError
+from psijax.run.loop import Interrupted, TrainingError
 
 # Per-process launch settings of a multi-process job (not part of the run's config).
 DISTRIBUTED = {
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from psijax import config as config_lib
-    from psijax import distributed, system, vmc
+    from psijax import distributed, system
+    from psijax.run.train import make_config, train
 
     # only the keys the file sets, so that --resume can tell what would change
     overrides = config_lib.read_values(args.config) if args.config else {}
@@ -114,10 +115,10 @@ def _train(args: argparse.Namespace) -> int:
         if args.force:
             raise InputError("--resume and --force contradict each other; give only one")
         overrides["out"] = args.resume
-    config = vmc.make_config(resume=bool(args.resume), **overrides)
+    config = make_config(resume=bool(args.resume), **overrides)
     system.resolve(config.system, charge=config.charge, spin=config.spin, unit=config.unit)
     if args.dry_run:
-        from psijax import dryrun
+        from psijax.run import dryrun
 
         print(dryrun.describe(config, force=args.force, resume=bool(args.resume)), flush=True)
         return 0
@@ -126,7 +127,7 @@ def _train(args: argparse.Namespace) -> int:
         auto=args.distributed, timeout_s=args.coordinator_timeout or 300.0,
         peer_timeout_s=args.peer_timeout,
     )  # fmt: skip
-    result = vmc.train(config, progress=not args.quiet, force=args.force, resume=bool(args.resume))
+    result = train(config, progress=not args.quiet, force=args.force, resume=bool(args.resume))
     import jax
 
     if jax.process_index() != 0:
@@ -137,7 +138,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def final_lines(result) -> list[str]:
     """The report at the end of a run: energy, exact value, time, outputs, what next."""
-    from psijax.progress import describe_estimate
+    from psijax.run.progress import describe_estimate
 
     config = result.config
     lines = [

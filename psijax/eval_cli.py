@@ -41,14 +41,14 @@ def add_parsers(sub, types: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "report":
-        from psijax.eval_report import report
+        from psijax.run.eval_report import report
 
         print(report(args.run))
         return 0
     from psijax import distributed
-    from psijax.eval_report import format_summary
-    from psijax.evaluation import EvalSettings, evaluate
-    from psijax.loop import Interrupted
+    from psijax.run.eval_report import format_summary
+    from psijax.run.evaluate import EvalSettings, evaluate
+    from psijax.run.loop import Interrupted
     from psijax.wavefunction import check_run
 
     burn_in = 100 if args.burn_in_steps is None else args.burn_in_steps

@@ -21,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from psijax import checkpoint, observables, parallel, system
 from psijax import config as config_lib
+from psijax import observables, parallel, system
 from psijax.batching import map_walkers
 from psijax.errors import InputError
+from psijax.run import checkpoint
 from psijax.sampler import Metropolis, burn_in
 from psijax.types import Array, Params, Psi, Walkers
 
@@ -119,7 +120,7 @@ def _jit_sample(apply, params, walkers, key, width, n_steps, n_moves):
 
 
 def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
-    from psijax.vmc import laplacian_operator
+    from psijax.registry import laplacian_operator
 
     op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
     local = observables.make_local_values(
@@ -152,7 +153,8 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     """The wavefunction of the newest checkpoint in ``run`` on ``devices`` local devices
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
-    from psijax.vmc import abstract_state, build_network, make_optimizer
+    from psijax import registry
+    from psijax.run.state import abstract_train_state
 
     path = check_run(run)
     config = config_lib.load(path / "config.json")
@@ -160,8 +162,10 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
         config.system, charge=config.charge, spin=config.spin, unit=config.unit
     )
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
-    net = build_network(molecule, config)
-    template = abstract_state(net, make_optimizer(config), molecule, config, mesh)
+    net = registry.ansatz(molecule, config)
+    template = abstract_train_state(
+        net, registry.optimizer(config), config.walkers, molecule.n_electrons, mesh
+    )
     if config.walkers % mesh.devices.size:  # restore the walkers whole on every device
         rep = parallel.replicated(mesh)
         retype = lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep)

@@ -1,4 +1,4 @@
-"""The Python API a new user reaches for: molecules as objects, Result, on_step, and flags
+"""The Python API a new user reaches for: molecules as objects, TrainResult, on_step, and flags
 generated from the config (every field a flag, the same errors, a dry run writing nothing)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import psijax
-from psijax import cli_flags, system, vmc
+from psijax import cli_flags, system
 from psijax import config as config_lib
 from psijax.cli import build_parser, main
+from psijax.run.train import make_config
 
 TINY = dict(
     layers=((8, 4),), determinants=1, walkers=8, pretrain_steps=0, burn_in_steps=2,
@@ -85,9 +86,7 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     # the printed config is a config file that gives back the same run
     config_part = out.split("\n\n")[0]
     values = tomllib.loads(config_part)
-    assert config_lib.from_dict(values) == vmc.make_config(
-        system="H2", layers=((8, 4),), walkers=64
-    )
+    assert config_lib.from_dict(values) == make_config(system="H2", layers=((8, 4),), walkers=64)
 
 
 def test_config_sections_mean_the_same_run_as_flat_keys(tmp_path):
@@ -99,7 +98,7 @@ def test_config_sections_mean_the_same_run_as_flat_keys(tmp_path):
         '[ansatz]\nansatz = "psiformer"\nlayer-norm = true\n'
     )
     assert config_lib.load(flat) == config_lib.load(grouped)
-    api = vmc.make_config(system="Li", sampler={"walkers": 64},
+    api = make_config(system="Li", sampler={"walkers": 64},
                           ansatz={"ansatz": "psiformer", "layer_norm": True})  # fmt: skip
     assert api == config_lib.load(flat)
     sections = config_lib.sectioned(api)
@@ -109,8 +108,8 @@ def test_config_sections_mean_the_same_run_as_flat_keys(tmp_path):
 
 def test_a_molecule_or_a_pyscf_mole_becomes_a_plain_config():
     mol = system.preset("H2")
-    from_molecule = vmc.make_config(system=mol)
-    from_mole = vmc.make_config(system=mol.to_pyscf("sto-3g"))
+    from_molecule = make_config(system=mol)
+    from_mole = make_config(system=mol.to_pyscf("sto-3g"))
     assert from_molecule == from_mole
     assert (from_mole.charge, from_mole.spin, from_mole.unit) == (0, 0, "bohr")
     again = system.resolve(from_mole.system, charge=from_mole.charge, spin=from_mole.spin)

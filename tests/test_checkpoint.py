@@ -18,9 +18,9 @@ from runs import psijax as run_cli
 
 import psijax
 from psijax import optim
-from psijax.checkpoint import Checkpoints
-from psijax.loop import CheckpointPolicy, Loop, TrainingError
-from psijax.report import Progress
+from psijax.run.checkpoint import Checkpoints
+from psijax.run.loop import CheckpointPolicy, HostLoop, TrainingError
+from psijax.run.report import Progress
 
 
 def checkpoint_steps(run_dir) -> list[int]:
@@ -109,13 +109,14 @@ def test_a_run_saved_on_four_devices_continues_on_fewer(tmp_path, devices):
 
 
 def test_repeated_nonfinite_steps_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
-    from test_training import setup
+    from test_step import setup
 
     step, state = setup(1, optim.adam())
     checkpoints = Checkpoints(tmp_path, keep=5)
     rows = []
-    loop = Loop(step, n_steps=50, on_metrics=lambda i, m: rows.append(m), checkpoints=checkpoints,
-                policy=CheckpointPolicy(every_steps=1), max_rejected=3)  # fmt: skip
+    loop = HostLoop(step, n_steps=50, on_metrics=lambda i, m: rows.append(m),
+                    checkpoints=checkpoints, policy=CheckpointPolicy(every_steps=1),
+                    max_rejected=3)  # fmt: skip
     state = loop.run(state, start=0)  # 50 good steps, checkpointed
     checkpoints.wait()
     good = checkpoints.arrays()

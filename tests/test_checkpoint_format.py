@@ -10,18 +10,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from psijax import checkpoint, parallel, system, vmc
 from psijax import config as config_lib
+from psijax import parallel, registry, system
 from psijax.errors import InputError
+from psijax.run import checkpoint
+from psijax.run.state import abstract_train_state
 
 
 @pytest.fixture(scope="module")
 def template():
     config = config_lib.Config(system="H2", layers=((8, 4),), determinants=1, walkers=8)
     molecule = system.resolve("H2")
-    net = vmc.build_network(molecule, config)
-    return vmc.abstract_state(
-        net, vmc.make_optimizer(config), molecule, config, parallel.make_mesh(1)
+    net = registry.ansatz(molecule, config)
+    return abstract_train_state(
+        net,
+        registry.optimizer(config),
+        config.walkers,
+        molecule.n_electrons,
+        parallel.make_mesh(1),
     )
 
 

@@ -11,7 +11,7 @@ import jax
 import pytest
 from runs import command, env, tiny_config
 
-from psijax.compile_cache import use_compilation_cache
+from psijax.run.compile_cache import use_compilation_cache
 
 
 def test_a_configured_cache_is_left_alone(tmp_path):
@@ -28,7 +28,7 @@ def _uncached_env() -> dict[str, str]:
 
 def test_empty_directory_turns_it_off():
     code = (
-        "import jax; from psijax.compile_cache import use_compilation_cache as u; "
+        "import jax; from psijax.run.compile_cache import use_compilation_cache as u; "
         "assert u('') is None; assert not jax.config.jax_compilation_cache_dir; print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], env=_uncached_env(), capture_output=True,

@@ -10,13 +10,14 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from psijax import estimators, laplacian, mcmc, optim, parallel, rundir, system
+from psijax import estimators, laplacian, mcmc, optim, parallel, system
 from psijax.ansatz import FermiNet
 from psijax.estimators import Column, Estimator
 from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.progress import Progress
-from psijax.state import train_state
-from psijax.training import StepConfig, make_step
+from psijax.run import rundir
+from psijax.run.progress import Progress
+from psijax.run.state import train_state
+from psijax.run.step import StepConfig, make_step
 
 ROOT = Path(__file__).resolve().parents[1]
 MOL = system.preset("H2")

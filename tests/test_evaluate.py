@@ -14,8 +14,8 @@ from runs import psijax as run_cli
 import psijax
 from psijax import laplacian
 from psijax.batching import map_walkers
-from psijax.eval_report import report
 from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax.run.eval_report import report
 from psijax.stats import blocking_estimate
 
 
@@ -145,7 +145,7 @@ def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
 
 
 def test_python_api_evaluate_and_load_are_functions_after_submodules_load():
-    import psijax.evaluation
+    import psijax.run.evaluate
     import psijax.wavefunction
 
     assert callable(psijax.evaluate) and callable(psijax.load)

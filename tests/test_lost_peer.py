@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from runs import metrics, psijax, start, tiny_config
 
-from psijax import checkpoint, peers
+from psijax import peers
+from psijax.run import checkpoint
 
 PEER_TIMEOUT_S = 8  # --peer-timeout of these runs; the default is 120 s
 # Stated bound: a dead peer is reported at the next collective (well under a second here), a

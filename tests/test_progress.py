@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from psijax.progress import Progress, describe_estimate, running_estimate
+from psijax.run.progress import Progress, describe_estimate, running_estimate
 from psijax.stats import blocking_estimate
 
 

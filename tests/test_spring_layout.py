@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 from test_spring import reference
-from test_training import setup
+from test_step import setup
 
 from psijax import optim, parallel
 from psijax.hlo import collectives

@@ -30,7 +30,7 @@ class OrbitalHead:
     def _spins(self):
         return (("up", 0, self.n_up), ("down", self.n_up, self.n_down))
 
-    def init(self, next_key: Callable[[], Array], width: int, dtype) -> Params:
+    def init(self, next_key: Callable[[], Array], n_features: int, dtype) -> Params:
         """Projection weights and envelope exponents (sigma) and weights (pi) per spin;
         ``next_key()`` hands out one fresh key per random array."""
         n, m, k = self.n_up + self.n_down, self.n_atoms, self.n_determinants
@@ -39,14 +39,15 @@ class OrbitalHead:
             if count == 0:
                 continue
             per_det = n if self.full_det else count
-            w = jax.random.normal(next_key(), (width, k * per_det), dtype) / math.sqrt(width)
+            w = jax.random.normal(next_key(), (n_features, k * per_det), dtype)
+            w = w / math.sqrt(n_features)
             params[spin] = {"w": w}
             params[spin + "_sigma"] = jnp.ones((m, k * per_det), dtype)
             params[spin + "_pi"] = jnp.ones((m, k * per_det), dtype)
         return params
 
     def orbitals(self, params: Params, h: Array, r_ae: Array) -> list[Array]:
-        """Orbital matrices from features ``h: [n, width]`` and electron-nucleus distances
+        """Orbital matrices from features ``h: [n, n_features]`` and electron-nucleus distances
         ``r_ae: [n, atoms]``: ``[[k, n, n]]`` with full_det, else ``[up, down]`` blocks."""
         k = self.n_determinants
         blocks = []
@@ -54,10 +55,10 @@ class OrbitalHead:
             if count == 0:
                 continue
             sl = slice(start, start + count)
-            phi = h[sl] @ params[spin]["w"]  # [count, k * width]
+            phi = h[sl] @ params[spin]["w"]  # [count, k * orbitals per determinant]
             env = envelope(r_ae[sl], params[spin + "_sigma"], params[spin + "_pi"])
-            phi = (phi * env).reshape(count, k, -1)  # [count, k, width]
-            blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, width]
+            phi = (phi * env).reshape(count, k, -1)  # [count, k, orbitals]
+            blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, orbitals]
         if self.full_det:
             return [jnp.concatenate(blocks, axis=1)]  # [k, n, n]
         return blocks

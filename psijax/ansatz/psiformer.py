@@ -1,7 +1,7 @@
 """PsiFormer for one walker (von Glehn, Spencer, Pfau, ICLR 2023).
 
 Each electron starts from its rescaled vectors and distances to the nuclei and its spin
-(+1 up, -1 down), projected to the model width. Every layer is multi-head self-attention
+(+1 up, -1 down), projected to the model dimension. Every layer is multi-head self-attention
 over all electrons and a tanh MLP, each added back to its input (residual), with optional
 LayerNorm in front of both. Attention sees no electron-electron input: the
 electron-electron cusp comes from the Jastrow factor
@@ -39,7 +39,7 @@ class PsiFormer:
         nuclei: nuclear positions in bohr, one (x, y, z) per atom.
         layers: number of self-attention layers.
         heads: attention heads per layer.
-        head_dim: width of each head; the model width is ``heads * head_dim``.
+        head_dim: width of each head; the model dimension is ``heads * head_dim``.
         n_determinants, full_det: as in the orbital head.
         layer_norm: LayerNorm before attention and before the MLP.
         jastrow: multiply psi by the electron-electron cusp Jastrow factor.
@@ -65,7 +65,7 @@ class PsiFormer:
         return len(self.nuclei)
 
     @property
-    def width(self) -> int:
+    def model_dim(self) -> int:
         return self.heads * self.head_dim
 
     @property
@@ -80,7 +80,7 @@ class PsiFormer:
         return _jitted_init(self, key, jnp.dtype(dtype))
 
     def _init(self, key: Array, dtype) -> Params:
-        d = self.width
+        d = self.model_dim
         keys = iter(jax.random.split(key, 6 * self.layers + 4))
 
         def dense(n_in: int, n_out: int, bias: bool = False) -> dict:
@@ -113,7 +113,7 @@ class PsiFormer:
 
     # ------------------------------------------------------------- features
     def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
-        """Final electron features [n, width] and electron-nucleus distances [n, atoms]."""
+        """Final electron features [n, model_dim] and electron-nucleus distances [n, atoms]."""
         h_ae, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
         spin = jnp.concatenate(
             [jnp.ones((self.n_up, 1), r.dtype), -jnp.ones((self.n_down, 1), r.dtype)]

@@ -39,7 +39,7 @@ OPERATORS: dict[str, type] = {
 SPARSE_FROM = 9  # electrons from which default_operator tracks sparsity
 
 
-def default_operator(n_electrons: int, *, differentiable: bool = False) -> LaplacianOperator:
+def default_operator(n_electrons: int) -> LaplacianOperator:
     """The fastest correct operator for a walker of ``n_electrons`` (docs/benchmarks.md).
 
     Up to 8 electrons the dense forward Laplacian is fastest or tied, for the value and
@@ -48,7 +48,6 @@ def default_operator(n_electrons: int, *, differentiable: bool = False) -> Lapla
     (FermiNet 4 x (256, 32), 128 walkers, float32) the gradient of the mean kinetic energy
     took 7.2 s with ``ForwardSparse(6)`` against 10.0 s with ``Forward()``.
     """
-    del differentiable
     return Forward() if n_electrons < SPARSE_FROM else ForwardSparse(6)
 
 

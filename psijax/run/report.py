@@ -1,4 +1,4 @@
-"""What a run shows: the energy plot (the live display is ``psijax.progress``)."""
+"""What a run shows: the energy plot (the live display is ``psijax.run.progress``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psijax.progress import Progress  # noqa: F401  (its old home)
+from psijax.run.progress import Progress  # noqa: F401  (its old home)
 from psijax.stats import running_mean
 
 

@@ -21,9 +21,9 @@ import numpy as np
 
 from psijax import config as config_lib
 from psijax import estimators
-from psijax.checkpoint import SUBDIR
 from psijax.errors import InputError
-from psijax.report import plot_energy
+from psijax.run.checkpoint import SUBDIR
+from psijax.run.report import plot_energy
 from psijax.stats import Estimate
 from psijax.system import Molecule
 

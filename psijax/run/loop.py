@@ -21,9 +21,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from psijax.checkpoint import Checkpoints
 from psijax.errors import PsijaxError
-from psijax.training import Metrics
+from psijax.run.checkpoint import Checkpoints
+from psijax.run.step import Metrics
 from psijax.types import TrainState
 
 # With several processes the stop/save decision costs a collective; take it this often.
@@ -39,7 +39,7 @@ class Interrupted(PsijaxError):
 
     def __init__(self, signum: int, step: int, saved: bool):
         self.signum, self.step, self.saved = signum, step, saved
-        self.out = "DIR"  # the run directory, filled in by psijax.vmc.train
+        self.out = "DIR"  # the run directory, filled in by psijax.run.train.train
         name = signal.Signals(signum).name
         what = (
             f"checkpoint written at step {step}"
@@ -57,7 +57,7 @@ class CheckpointPolicy:
 
 
 @dataclasses.dataclass
-class Loop:
+class HostLoop:
     """Runs ``step`` from ``state.step`` up to ``n_steps``; see the module docstring."""
 
     step: Callable[[TrainState], tuple[TrainState, Metrics]]
@@ -150,7 +150,7 @@ def run_steps(
     """``n_steps`` steps with no checkpoints or signals: the last state and every step's
     metrics on the host (fetched one step late, as in a run)."""
     rows: list[dict[str, float]] = []
-    loop = Loop(step, n_steps, on_metrics=lambda i, m: rows.append(m), max_rejected=n_steps + 1)
+    loop = HostLoop(step, n_steps, on_metrics=lambda i, m: rows.append(m), max_rejected=n_steps + 1)
     return loop.run(state, 0), rows
 
 

@@ -25,12 +25,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from psijax import checkpoint, eval_report, eval_step, parallel
 from psijax import observables as observables_lib
+from psijax import parallel
 from psijax.batching import auto_chunk
-from psijax.compile_cache import use_compilation_cache
 from psijax.errors import InputError
-from psijax.loop import Interrupted, StopSignals
+from psijax.run import checkpoint, eval_report, eval_step
+from psijax.run.compile_cache import use_compilation_cache
+from psijax.run.loop import Interrupted, StopSignals
 from psijax.stats import Estimate, blocking_estimate
 from psijax.wavefunction import check_run, load
 
@@ -191,7 +192,7 @@ def evaluate(
     if state is None:
         state = eval_step.initial_state(wf, n_walkers, settings.seed, mesh)
     chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
-    from psijax.vmc import laplacian_operator
+    from psijax.registry import laplacian_operator
 
     op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
     observed = observables_lib.build(settings.observables, wf.molecule)

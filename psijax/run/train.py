@@ -22,36 +22,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import (
-    checkpoint,
-    hamiltonian,
-    laplacian,
-    mcmc,
-    optim,
-    parallel,
-    pretrain,
-    registry,
-    rundir,
-    system,
-)
 from psijax import config as config_lib
+from psijax import hamiltonian, mcmc, parallel, registry, system
 from psijax.ansatz import Ansatz
 from psijax.batching import map_walkers
-from psijax.compile_cache import use_compilation_cache
 from psijax.distributed import peer_timeout
 from psijax.errors import InputError
-from psijax.loop import CheckpointPolicy, Interrupted, Loop, StopSignals
 from psijax.peers import PeerWatch
-from psijax.progress import Progress
+from psijax.run import checkpoint, pretrain, rundir
+from psijax.run.compile_cache import use_compilation_cache
+from psijax.run.loop import CheckpointPolicy, HostLoop, Interrupted, StopSignals
+from psijax.run.progress import Progress
+from psijax.run.state import INITIAL_WIDTH, abstract_train_state, train_state
+from psijax.run.step import StepConfig, make_step
 from psijax.sampler import Metropolis, burn_in
-from psijax.state import INITIAL_WIDTH, abstract_train_state, train_state
 from psijax.stats import Estimate, tail_estimate
-from psijax.training import StepConfig, make_step
 from psijax.types import Params, TrainState
 
 
 @dataclasses.dataclass
-class Result:
+class TrainResult:
     molecule: system.Molecule
     energy: Estimate  # blocking analysis of the trailing eval_fraction of the run
     exact: float | None
@@ -65,20 +55,6 @@ class Result:
     @property
     def error_vs_exact(self) -> float | None:
         return None if self.exact is None else self.energy.mean - self.exact
-
-
-def laplacian_operator(name: str, n_electrons: int) -> laplacian.LaplacianOperator:
-    """The CLI's string -> operator mapping, done once at the boundary."""
-    return registry.laplacian_operator(name, n_electrons)
-
-
-def make_optimizer(config: config_lib.Config) -> optim.Optimizer:
-    return registry.optimizer(config)
-
-
-def build_network(molecule: system.Molecule, config: config_lib.Config) -> Ansatz:
-    """The wavefunction (``config.ansatz``) ``config`` asks for, for ``molecule``."""
-    return registry.ansatz(molecule, config)
 
 
 def make_config(
@@ -118,7 +94,7 @@ def train(
     resume: bool = False,
     on_step: OnStep | None = None,
     **overrides,
-) -> Result:
+) -> TrainResult:
     """Train on ``config`` (or the defaults) with keyword ``overrides``; see ``Config``.
 
     ``system`` may be a preset name, an atom string, an .xyz path, a ``psijax.Molecule``
@@ -142,11 +118,11 @@ def train(
     if not resume:
         parallel.check_on_lead(lambda: rundir.check_new(out, force))
 
-    net = build_network(molecule, config)
-    op = laplacian_operator(config.laplacian, molecule.n_electrons)
+    net = registry.ansatz(molecule, config)
+    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
     local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
-    optimizer = make_optimizer(config)
-    template = abstract_state(net, optimizer, molecule, config, mesh)
+    optimizer = registry.optimizer(config)
+    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
     identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
     lead = jax.process_index() == 0
     show = Progress(
@@ -198,7 +174,7 @@ def train(
             if on_step is not None and lead:
                 on_step(i, m)
 
-        loop = Loop(
+        loop = HostLoop(
             step=step,
             n_steps=config.steps,
             on_metrics=on_metrics,
@@ -233,7 +209,7 @@ def train(
         raise InputError("fewer than two finite energies; run more steps")
     estimate = tail_estimate(finite, config.eval_fraction)
     seconds = time.perf_counter() - started
-    result = Result(
+    result = TrainResult(
         molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
         config=config, network=net,
     )  # fmt: skip
@@ -278,11 +254,6 @@ def step_config(config: config_lib.Config) -> StepConfig:
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
     )
-
-
-def abstract_state(net, optimizer, molecule, config, mesh) -> TrainState:
-    """Shapes, dtypes and shardings of the TrainState, without computing it."""
-    return abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
 
 
 def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> TrainState:

@@ -24,8 +24,8 @@ import numpy as np
 
 from psijax import observables as observables_lib
 from psijax.errors import InputError
-from psijax.report import Progress, plot_energy
-from psijax.rundir import atomic_write
+from psijax.run.report import Progress, plot_energy
+from psijax.run.rundir import atomic_write
 from psijax.stats import Estimate, blocking_estimate, running_mean, tail_estimate
 
 TAIL = ("variance", "acceptance", "nonfinite_walkers")

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import jax
 
-from psijax import checkpoint, parallel, pretrain, rundir, system, vmc
 from psijax import config as config_lib
+from psijax import parallel, registry, system
+from psijax.run import checkpoint, pretrain, rundir
+from psijax.run.state import abstract_train_state
 
 
 def config_text(config: config_lib.Config) -> str:
@@ -49,9 +51,10 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         parallel.check_on_lead(lambda: rundir.check_new(out, force))
         holds = any((out / name).exists() for name in rundir.RUN_FILES)
         where = "overwrite the run there (--force)" if holds else "a new run"
-    net = vmc.build_network(molecule, config)
-    operator = vmc.laplacian_operator(config.laplacian, molecule.n_electrons)
-    template = vmc.abstract_state(net, vmc.make_optimizer(config), molecule, config, mesh)
+    net = registry.ansatz(molecule, config)
+    operator = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
+    optimizer = registry.optimizer(config)
+    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
     n_params = sum(x.size for x in jax.tree.leaves(template.params))
     hf = pretrain.hartree_fock(molecule, config.basis)
 

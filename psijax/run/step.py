@@ -3,7 +3,7 @@
 ``make_step`` returns one jitted pure function ``step(state) -> (state, metrics)``:
 MCMC moves, local energies, the VMC gradient, the optimiser update and a guard
 that rejects any update with a non-finite energy, gradient or parameter. The
-state is donated; the host loop (``psijax.loop``) fetches metrics one step late, so the
+state is donated; the host loop (``psijax.run.loop``) fetches metrics one step late, so the
 device never waits for logging.
 """
 

@@ -13,10 +13,10 @@ from psijax import laplacian, mcmc, optim, parallel, system
 from psijax.ansatz import FermiNet
 from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.loop import run_steps
 from psijax.loss import make_energy_loss
-from psijax.state import train_state
-from psijax.training import StepConfig, make_step
+from psijax.run.loop import run_steps
+from psijax.run.state import train_state
+from psijax.run.step import StepConfig, make_step
 
 MOL = system.preset("LiH")
 NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.tolist())),
@@ -94,7 +94,7 @@ def test_vmc_gradient_estimator_matches_its_formula():
 
 
 def test_lost_walkers_restart_from_a_healthy_one():
-    from psijax.training import reset_lost_walkers
+    from psijax.run.step import reset_lost_walkers
 
     walkers = jnp.arange(4 * 2 * 3, dtype=jnp.float32).reshape(4, 2, 3)
     walkers = walkers.at[0, 1, 2].set(jnp.nan)

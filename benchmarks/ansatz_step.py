@@ -1,0 +1,98 @@
+"""The training step of each ansatz on the same job, measured in one run.
+
+    python benchmarks/ansatz_step.py [--system LiH] [--steps 40] [--rounds 3]
+
+For FermiNet and PsiFormer at their defaults (``psijax.config.Config``: 256 walkers,
+8 determinants, 10 MCMC moves per step, SPRING, float32) builds the state from the same
+seed (no pretraining; 20 burn-in steps), compiles the step, then times ``--steps`` steps
+per round, alternating the ansaetze round by round so that a change in machine load hits
+both. Prints parameters, compile time, the median step over all rounds and the ratio to
+FermiNet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from psijax import config as config_lib
+from psijax import hamiltonian, mcmc, parallel, registry, system
+from psijax.batching import map_walkers
+from psijax.run.state import train_state
+from psijax.run.step import make_step
+from psijax.run.train import step_config
+from psijax.sampler import Metropolis, burn_in
+
+ANSATZES = ("ferminet", "psiformer")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--system", default="LiH")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    molecule = system.resolve(args.system)
+    mesh = parallel.make_mesh(None)
+    jobs = {name: list(build_named(name, args.system, molecule, mesh)) for name in ANSATZES}
+    times: dict[str, list[float]] = {name: [] for name in ANSATZES}
+    for _ in range(args.rounds):
+        for name in ANSATZES:
+            _, step, state, _, _ = jobs[name]
+            state, m = step(state)  # one untimed step after the other ansatz ran
+            jax.block_until_ready(m)
+            for _ in range(args.steps):
+                t0 = time.perf_counter()
+                state, m = step(state)
+                jax.block_until_ready(m)
+                times[name].append(time.perf_counter() - t0)
+            jobs[name][2] = state
+    print(f"# ansatz step benchmark, {time.strftime('%Y-%m-%dT%H:%M:%S')}")
+    print(
+        f"- {args.system}, 256 walkers, 10 MCMC moves, SPRING, float32; {args.rounds} rounds x "
+        f"{args.steps} steps, alternating; python {platform.python_version()}, "
+        f"jax {jax.__version__}; {os.cpu_count()} logical cores; load "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+    print()
+    print("| ansatz | parameters | compile (s) | median step (s) | vs FermiNet |")
+    print("|---|---|---|---|---|")
+    ref = statistics.median(times["ferminet"])
+    for name in ANSATZES:
+        net, _, _, compile_s, n_params = jobs[name]
+        med = statistics.median(times[name])
+        print(
+            f"| {net.describe()} | {n_params:,} | {compile_s:.1f} | {med:.3f} | {med / ref:.2f} |"
+        )
+
+
+def build_named(name, system_name, molecule, mesh):
+    config = config_lib.Config(system=system_name, ansatz=name)
+    net = registry.ansatz(molecule, config)
+    optimizer = registry.optimizer(config)
+    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
+    local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    params = net.init(keys[0], jnp.float32)
+    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
+    walkers, _, width = burn_in(
+        keys[2], Metropolis(config.mcmc_moves), lambda w: map_walkers(net.log_abs, params, w),
+        walkers, jnp.float32(0.1), n_steps=20,
+    )  # fmt: skip
+    state = train_state(net, optimizer, params, walkers, keys[3], width=width, mesh=mesh)
+    step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+    t0 = time.perf_counter()
+    step = step.lower(state).compile()
+    compile_s = time.perf_counter() - t0
+    n_params = sum(x.size for x in jax.tree.leaves(params))
+    return net, step, state, compile_s, n_params
+
+
+if __name__ == "__main__":
+    main()
