@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:  # this module is read by the progress display before JAX is imported
+from psijax.types import Array, Params, PyTree, Walkers
+
+if TYPE_CHECKING:  # the progress display reads this module: keep optax and the step out
     from psijax.loss import EnergyStats
     from psijax.mcmc import MCMCStats
-
-Array = Params = PyTree = Walkers = Any
 
 
 class StepValues(NamedTuple):

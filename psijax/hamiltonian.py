@@ -30,19 +30,19 @@ from psijax.types import Array, LogAbs, Params, Psi, WavefunctionApply
 Potential = Callable[[Array], Array]  # one walker [n_electrons, 3] -> V in Hartree
 
 
-class Wavefunction(NamedTuple):
+class PsiFunctions(NamedTuple):
     """What a term sees of psi: ``log_abs(params, r)`` and ``apply(params, r) -> Psi``."""
 
     log_abs: LogAbs
     apply: WavefunctionApply
 
 
-def wavefunction_of(psi: object) -> Wavefunction:
+def psi_functions(psi: object) -> PsiFunctions:
     """An ansatz (anything with ``log_abs`` and ``apply``) or a bare log|psi| function."""
     if hasattr(psi, "log_abs") and hasattr(psi, "apply"):
-        return Wavefunction(psi.log_abs, psi.apply)
+        return PsiFunctions(psi.log_abs, psi.apply)
     log_abs = psi
-    return Wavefunction(log_abs, lambda params, r: Psi(jnp.ones((), r.dtype), log_abs(params, r)))
+    return PsiFunctions(log_abs, lambda params, r: Psi(jnp.ones((), r.dtype), log_abs(params, r)))
 
 
 class Term(Protocol):
@@ -50,7 +50,7 @@ class Term(Protocol):
 
     needs_key: bool
 
-    def __call__(self, psi: Wavefunction, params: Params, r: Array, key: Array | None) -> Array: ...
+    def __call__(self, psi: PsiFunctions, params: Params, r: Array, key: Array | None) -> Array: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Kinetic:
     op: LaplacianOperator
     needs_key: bool = False
 
-    def __call__(self, psi: Wavefunction, params: Params, r: Array, key=None) -> Array:
+    def __call__(self, psi: PsiFunctions, params: Params, r: Array, key=None) -> Array:
         return kinetic_energy(self.op, psi.log_abs, params, r)
 
 
@@ -71,7 +71,7 @@ class LocalPotential:
     potential: Potential
     needs_key: bool = False
 
-    def __call__(self, psi: Wavefunction, params: Params, r: Array, key=None) -> Array:
+    def __call__(self, psi: PsiFunctions, params: Params, r: Array, key=None) -> Array:
         return self.potential(r)
 
 
@@ -87,7 +87,7 @@ class LocalEnergy(Protocol):
 class SumOfTerms:
     """The local energy of ``psi`` as the sum of ``terms``; see the module docstring."""
 
-    psi: Wavefunction
+    psi: PsiFunctions
     terms: tuple[Term, ...]
 
     @property
@@ -106,7 +106,7 @@ def local_energy(psi: object, terms: Sequence[Term]) -> SumOfTerms:
     """The local energy of ``psi`` (an ansatz or a log|psi| function) from ``terms``."""
     if not terms:
         raise ValueError("the local energy needs at least one term")
-    return SumOfTerms(wavefunction_of(psi), tuple(terms))
+    return SumOfTerms(psi_functions(psi), tuple(terms))
 
 
 def molecular_terms(molecule: Molecule, op: LaplacianOperator) -> tuple[Term, ...]:

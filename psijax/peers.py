@@ -59,13 +59,22 @@ def is_communication_error(err: BaseException) -> bool:
     return bool(_COMMUNICATION.search(str(err)))
 
 
+# An XLA status as an exception's message: how a runtime error reads when JAX hands it on
+# as a plain ValueError (multihost_utils.process_allgather inside an orbax save does).
+_XLA_STATUS = re.compile(
+    r"^(UNKNOWN|UNAVAILABLE|INTERNAL|DEADLINE_EXCEEDED|ABORTED|CANCELLED|FAILED_PRECONDITION): "
+)
+
+
 def runtime_error_in(err: BaseException | None) -> BaseException | None:
     """The JAX runtime error that is ``err`` or caused it (orbax, e.g., wraps one in its
-    own ``TimeoutError``), if any."""
+    own ``TimeoutError``), if any; a ValueError that carries an XLA status counts."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         if type(err).__name__ in ("JaxRuntimeError", "XlaRuntimeError"):
+            return err
+        if isinstance(err, ValueError) and _XLA_STATUS.match(str(err)):
             return err
         err = err.__cause__ or err.__context__
     return None

@@ -179,6 +179,13 @@ def test_a_wrapped_runtime_error_is_found_and_others_are_not():
     except TimeoutError as err:
         assert isinstance(peers.runtime_error_in(err), JaxRuntimeError)
     assert peers.runtime_error_in(ValueError("a peer said barrier")) is None
+    # seen when the peer died during an orbax save: process_allgather's status as a ValueError
+    gloo = ValueError(
+        "UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:538] "
+        "Read error [127.0.0.1]:3493: Connection reset by peer"
+    )
+    found = peers.runtime_error_in(gloo)
+    assert found is gloo and peers.is_communication_error(found)
 
 
 def test_the_cause_is_the_first_line_without_source_locations():
