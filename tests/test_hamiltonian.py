@@ -97,8 +97,7 @@ def test_local_energy_is_the_sum_of_its_terms():
         hamiltonian.local_energy(net, ())
 
 
-@pytest.mark.parametrize("n_devices", [1, 4])
-def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step(n_devices):
+def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step():
     """A random nonlocal term: the step hands each walker its own key (values differ
     between walkers, repeat for the same key), on 1 and 4 devices alike, and the
     step compiles once."""
@@ -111,6 +110,12 @@ def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step(n_device
     loss = make_energy_loss(net.log_abs, probe, clip_scale=None)
     with pytest.raises(ValueError, match="give the loss a key"):
         loss(params, walkers)
+    energies = {n: _draws_on(n, net, probe, params, walkers, loss) for n in (1, 4)}
+    np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
+
+
+def _draws_on(n_devices, net, probe, params, walkers, loss):
+    """The probe's energies on ``n_devices`` and three steps of training with it."""
     mesh = parallel.make_mesh(n_devices)
     walkers = jax.device_put(walkers, parallel.walker_sharding(mesh))
     key = jax.random.PRNGKey(7)
@@ -130,9 +135,4 @@ def test_a_term_that_draws_gets_one_key_per_walker_in_the_training_step(n_device
     _, rows = run_steps(step, state, 3)
     assert all(np.isfinite(m["energy"]) for m in rows)
     assert step._cache_size() == 1
-    _ENERGIES[n_devices] = [m["energy"] for m in rows]
-    if len(_ENERGIES) == 2:
-        np.testing.assert_allclose(_ENERGIES[1], _ENERGIES[4], rtol=1e-5)
-
-
-_ENERGIES: dict[int, list[float]] = {}
+    return [m["energy"] for m in rows]

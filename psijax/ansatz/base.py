@@ -10,8 +10,13 @@ the step, loss or loop changes. Both ansaetze here end in the shared orbital hea
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol, runtime_checkable
 
+import jax
+import jax.numpy as jnp
+
+from psijax.ansatz.head import OrbitalHead
 from psijax.types import Array, Params, Psi
 
 
@@ -39,3 +44,43 @@ class Ansatz(Protocol):
 
     def describe(self) -> str:
         """One line for the run header, e.g. 'FermiNet 3 x (64, 16), 8 determinants'."""
+
+
+class MolecularAnsatz:
+    """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
+    ``n_down``, ``nuclei``, ``n_determinants`` and ``full_det`` and an ``_init(key,
+    dtype)`` and ``apply``: electron and atom counts, the orbital head, ``log_abs`` and
+    ``init`` as one program."""
+
+    @property
+    def n_electrons(self) -> int:
+        return self.n_up + self.n_down
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.nuclei)
+
+    @property
+    def head(self) -> OrbitalHead:
+        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
+
+    def log_abs(self, params: Params, r: Array) -> Array:
+        return self.apply(params, r).log_abs
+
+    def init(self, key: Array, dtype=jnp.float32) -> Params:
+        """Random parameters; shapes depend only on the static fields.
+
+        One compiled program, compiled without backend optimisation: run eagerly, its ~40
+        random ops were each compiled on their own (3.5 s at launch); jitted with XLA's
+        default optimisation the one program took 2.4 s to compile, at level 0 1.2 s.
+        """
+        if isinstance(key, jax.core.Tracer):  # inside jit/eval_shape: nested jits take no
+            return self._init(key, jnp.dtype(dtype))  # compiler options
+        return _jitted_init(self, key, jnp.dtype(dtype))
+
+
+@functools.partial(
+    jax.jit, static_argnums=(0, 2), compiler_options={"xla_backend_optimization_level": 0}
+)
+def _jitted_init(net: MolecularAnsatz, key: Array, dtype) -> Params:
+    return net._init(key, dtype)

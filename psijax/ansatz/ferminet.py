@@ -10,19 +10,18 @@ Everything here is for ONE walker ``r: [n_electrons, 3]``; the caller vmaps.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.head import OrbitalHead
+from psijax.ansatz.base import MolecularAnsatz
 from psijax.types import Array, Params, Psi
 
 
 @dataclasses.dataclass(frozen=True)
-class FermiNet:
+class FermiNet(MolecularAnsatz):
     """The FermiNet ansatz; all fields are static (they fix shapes).
 
     Attributes:
@@ -41,29 +40,7 @@ class FermiNet:
     n_determinants: int = 8
     full_det: bool = True
 
-    @property
-    def n_electrons(self) -> int:
-        return self.n_up + self.n_down
-
-    @property
-    def n_atoms(self) -> int:
-        return len(self.nuclei)
-
-    @property
-    def head(self) -> OrbitalHead:
-        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
-
     # ----------------------------------------------------------------- init
-    def init(self, key: Array, dtype=jnp.float32) -> Params:
-        """Random parameters; shapes depend only on the static fields.
-
-        One compiled program, compiled without backend optimisation: run eagerly, its ~40
-        random ops were each compiled on their own (3.5 s at launch); jitted with XLA's
-        default optimisation the one program took 2.4 s to compile, at level 0 1.2 s.
-        """
-        if isinstance(key, jax.core.Tracer):  # inside jit/eval_shape: nested jits take no
-            return self._init(key, jnp.dtype(dtype))  # compiler options
-        return _jitted_init(self, key, jnp.dtype(dtype))
 
     def _init(self, key: Array, dtype) -> Params:
         d1, d2 = 4 * self.n_atoms, 4
@@ -133,17 +110,7 @@ class FermiNet:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
         return head.determinants(self.orbitals(params, r))
 
-    def log_abs(self, params: Params, r: Array) -> Array:
-        return self.apply(params, r).log_abs
-
     def describe(self) -> str:
         widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
         kind = "full" if self.full_det else "spin-block"
         return f"FermiNet [{widths}], {self.n_determinants} {kind} determinants"
-
-
-@functools.partial(
-    jax.jit, static_argnums=(0, 2), compiler_options={"xla_backend_optimization_level": 0}
-)
-def _jitted_init(net: FermiNet, key: Array, dtype) -> Params:
-    return net._init(key, dtype)

@@ -19,19 +19,18 @@ a common translation of electrons and nuclei, not by a rotation.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.head import OrbitalHead
+from psijax.ansatz.base import MolecularAnsatz
 from psijax.types import Array, Params, Psi
 
 
 @dataclasses.dataclass(frozen=True)
-class PsiFormer:
+class PsiFormer(MolecularAnsatz):
     """The PsiFormer ansatz; all fields are static (they fix shapes).
 
     Attributes:
@@ -57,27 +56,10 @@ class PsiFormer:
     jastrow: bool = True
 
     @property
-    def n_electrons(self) -> int:
-        return self.n_up + self.n_down
-
-    @property
-    def n_atoms(self) -> int:
-        return len(self.nuclei)
-
-    @property
     def model_dim(self) -> int:
         return self.heads * self.head_dim
 
-    @property
-    def head(self) -> OrbitalHead:
-        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
-
     # ----------------------------------------------------------------- init
-    def init(self, key: Array, dtype=jnp.float32) -> Params:
-        """Random parameters; one compiled program (see ``FermiNet.init``)."""
-        if isinstance(key, jax.core.Tracer):
-            return self._init(key, jnp.dtype(dtype))
-        return _jitted_init(self, key, jnp.dtype(dtype))
 
     def _init(self, key: Array, dtype) -> Params:
         d = self.model_dim
@@ -162,9 +144,6 @@ class PsiFormer:
             return psi
         return Psi(psi.sign, psi.log_abs + self._jastrow(params, r))
 
-    def log_abs(self, params: Params, r: Array) -> Array:
-        return self.apply(params, r).log_abs
-
     def describe(self) -> str:
         extras = " + LayerNorm" * self.layer_norm + " + Jastrow" * self.jastrow
         kind = "full" if self.full_det else "spin-block"
@@ -178,10 +157,3 @@ def _layer_norm(x: Array, p: Params, eps: float = 1e-5) -> Array:
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(var + eps) * p["scale"] + p["offset"]
-
-
-@functools.partial(
-    jax.jit, static_argnums=(0, 2), compiler_options={"xla_backend_optimization_level": 0}
-)
-def _jitted_init(net: PsiFormer, key: Array, dtype) -> Params:
-    return net._init(key, dtype)
