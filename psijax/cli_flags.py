@@ -49,6 +49,8 @@ HELP = {
     "chunk_size": "walkers per chunk of the local energy (bounds memory)",
     "devices": "devices to shard walkers over",
     "eval_fraction": "trailing fraction of the steps that gives the energy",
+    "target_error": "stop early once the energy's error bar (Ha) is below this and it no "
+    "longer drifts (--steps is then the most steps)",
     "seed": "random seed",
     "out": "run directory",
     "checkpoint_every": "steps between checkpoints (0: by time only)",
@@ -64,6 +66,7 @@ UNSET = {
     "learning_rate": "0.02 for spring, 3e-3 for adam",
     "chunk_size": "automatic",
     "devices": "all local devices",
+    "target_error": "none: run all --steps",
 }
 CHOICES = {
     "ansatz": config_lib.ANSATZES,

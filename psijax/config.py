@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class Config:
     chunk_size: int | None = None
     devices: int | None = None  # None: all local devices
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
+    target_error: float | None = None  # Hartree: stop once the energy's error is below it
     seed: int = 0
     out: str = "runs/psijax"
     checkpoint_every: int = 100  # steps between checkpoints; 0: none by step count
@@ -86,6 +88,13 @@ class Config:
             raise InputError(
                 f"eval_fraction={self.eval_fraction} must be in (0, 1]; give e.g. 0.3 "
                 "(the energy from the last 30% of the steps)"
+            )
+        if self.target_error is not None and not (
+            math.isfinite(self.target_error) and self.target_error > 0
+        ):
+            raise InputError(
+                f"target_error={self.target_error} must be a positive number of Hartree, e.g. "
+                "1e-4 (or unset to run all --steps)"
             )
         if self.learning_rate is not None and not self.learning_rate > 0:
             raise InputError(
@@ -123,7 +132,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "pretraining": ("pretrain_steps", "basis"),
     "run": (
-        "steps", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
+        "steps", "target_error", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
         "checkpoint_minutes", "keep_checkpoints", "max_rejected",
         "compilation_cache",
     ),
@@ -131,7 +140,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 SECTION_OF = {name: section for section, names in SECTIONS.items() for name in names}
 # What a resumed run may change; every other field must match the run being resumed.
 RESUMABLE = frozenset({
-    "steps", "devices", "out", "eval_fraction",
+    "steps", "target_error", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
     "compilation_cache",
 })  # fmt: skip
@@ -265,9 +274,8 @@ def _coerce(key: str, value: Any) -> Any:
 
 
 def _optional_type(key: str) -> type:
-    return {"charge": int, "spin": int, "learning_rate": float, "chunk_size": int, "devices": int}[
-        key
-    ]
+    """The type of an optional field from its annotation (``"float | None"`` -> float)."""
+    return {"int": int, "float": float, "str": str}[FIELDS[key].type.split("|")[0].strip()]
 
 
 def _positive(config: Config, *names: str) -> None:

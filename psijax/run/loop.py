@@ -5,7 +5,8 @@ makes the device wait for logging. Checkpoints are taken every ``every_steps`` s
 every ``every_minutes`` minutes, and at the end; SIGTERM and SIGINT write one and stop
 cleanly (``Interrupted``). A step whose energy, gradient or parameters are not finite is
 rejected inside the step; ``max_rejected`` rejections in a row stop the run
-(``TrainingError``) and leave the last good checkpoint as it was. With several processes
+(``TrainingError``) and leave the last good checkpoint as it was. ``converged`` (e.g. the
+--target-error rule) may end the run early, with a checkpoint. With several processes
 every decision is taken jointly, so all processes save, stop and fail together.
 """
 
@@ -69,6 +70,11 @@ class HostLoop:
     max_rejected: int = 20
     signals: StopSignals | None = None
     before_save: Callable[[], None] | None = None  # e.g. make the metrics rows durable
+    # Checked every SYNC_EVERY steps on the metrics so far: a reason to end the run early
+    # (e.g. the energy has converged), or None. Only process 0's answer counts.
+    converged: Callable[[], str | None] | None = None
+    converged_at: int | None = dataclasses.field(default=None, init=False)
+    converged_reason: str | None = dataclasses.field(default=None, init=False)
 
     def run(self, state: TrainState, start: int) -> TrainState:
         self._rejected_in_a_row = 0
@@ -80,7 +86,10 @@ class HostLoop:
                 self._emit(*pending)
             pending = (i, metrics)
             done = i + 1
-            stop, due = self._decide(done)
+            stop, due, converged = self._decide(done)
+            if converged and not stop:
+                self.converged_at = done
+                break
             saved = False
             if stop or due:
                 self._emit(*pending)
@@ -110,14 +119,14 @@ class HostLoop:
             self.checkpoints.save(state, self.identity)
         self._last_save = time.monotonic()
 
-    def _decide(self, done: int) -> tuple[bool, bool]:
-        """(stop now, checkpoint now), the same on every process."""
+    def _decide(self, done: int) -> tuple[bool, bool, bool]:
+        """(stop now, checkpoint now, converged), the same on every process."""
         by_steps = bool(self.policy.every_steps) and done % self.policy.every_steps == 0
         if self.checkpoints is None:
             by_steps = False
         multi = jax.process_count() > 1
         if multi and done % SYNC_EVERY:  # step counts agree by themselves
-            return False, by_steps
+            return False, by_steps, False
         minutes = (time.monotonic() - self._last_save) / 60
         by_time = (
             self.checkpoints is not None
@@ -125,9 +134,13 @@ class HostLoop:
             and minutes >= self.policy.every_minutes
         )
         stop = self.signals is not None and self.signals.received is not None
+        converged = False
+        if self.converged is not None and done % SYNC_EVERY == 0 and jax.process_index() == 0:
+            self.converged_reason = self.converged()
+            converged = self.converged_reason is not None
         if multi:
-            stop, by_time = _agree_any(stop, by_time)
-        return stop, by_steps or by_time
+            stop, by_time, converged = _agree_any(stop, by_time, converged)
+        return stop, by_steps or by_time, converged
 
     def _emit(self, i: int, metrics: Metrics) -> None:
         host = {k: float(v) for k, v in jax.device_get(metrics).items()}

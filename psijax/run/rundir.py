@@ -112,7 +112,12 @@ class RunWriter:
             self._file.close()
 
     def finish(
-        self, est: Estimate, energies: np.ndarray, seconds: float, config: config_lib.Config
+        self,
+        est: Estimate,
+        energies: np.ndarray,
+        seconds: float,
+        config: config_lib.Config,
+        converged_at: int | None = None,
     ) -> None:
         """summary.json and energy.png from the run's energy estimate and per-step energies."""
         self.close()
@@ -131,6 +136,9 @@ class RunWriter:
             "autocorrelation_time": est.autocorrelation_time,
             "eval_steps": est.n_samples,
             "steps": config.steps,
+            "steps_run": len(energies),
+            "target_error": config.target_error,
+            "converged_at": converged_at,
             "walkers": config.walkers,
             "optimizer": config.optimizer,
             "laplacian": config.laplacian,

@@ -37,6 +37,7 @@ from psijax.run.state import INITIAL_WIDTH, abstract_train_state, train_state
 from psijax.run.step import StepConfig, make_step
 from psijax.sampler import Metropolis, burn_in
 from psijax.stats import Estimate, tail_estimate
+from psijax.stopping import StopRule
 from psijax.types import Params, TrainState
 
 
@@ -51,6 +52,7 @@ class TrainResult:
     out: Path  # the run directory: metrics.csv, summary.json, config.json, checkpoints/
     config: config_lib.Config | None = None  # the resolved config of the run
     network: Ansatz | None = None  # network.log_abs(params, walker) is log|psi|
+    converged_at: int | None = None  # the step --target-error stopped the run at
 
     @property
     def error_vs_exact(self) -> float | None:
@@ -186,8 +188,14 @@ def train(
             max_rejected=config.max_rejected,
             signals=signals,
             before_save=writer.flush,
+            converged=_stop_rule(config, writer.energies),
         )
         show.phase("training", config.steps, start=start)
+        if config.target_error is not None:
+            show.note(
+                f"stopping early once the energy's error bar is below {config.target_error:g} Ha"
+                " and it no longer drifts (psijax.stopping)"
+            )
         watch.arm()
         try:
             state = loop.run(state, start)
@@ -203,6 +211,8 @@ def train(
             if checkpoints is not None:
                 checkpoints.close()
 
+    if loop.converged_at is not None:
+        show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
     energies = np.asarray(writer.energies)
     finite = energies[np.isfinite(energies)]
     if finite.size < 2:
@@ -211,10 +221,23 @@ def train(
     seconds = time.perf_counter() - started
     result = TrainResult(
         molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
-        config=config, network=net,
+        config=config, network=net, converged_at=loop.converged_at,
     )  # fmt: skip
-    writer.finish(estimate, energies, seconds, config)
+    writer.finish(estimate, energies, seconds, config, converged_at=loop.converged_at)
     return result
+
+
+def _stop_rule(config: config_lib.Config, energies: list[float]):
+    """The --target-error check on the run's per-step energies (None without a target)."""
+    if config.target_error is None:
+        return None
+    rule = StopRule(config.target_error, config.eval_fraction)
+
+    def converged() -> str | None:
+        verdict = rule.check(energies)
+        return verdict.reason if verdict.stop else None
+
+    return converged
 
 
 def peer_watch(out: Path, start: int, before_exit) -> PeerWatch:
