@@ -124,9 +124,10 @@ def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
 
     op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
     local = observables.make_local_values(
-        wf.network.apply, observables.build(names, wf.molecule), op
+        wf.network.apply, observables.build(names, wf.molecule, wf.network), op
     )
-    return jax.jit(lambda params, r: map_walkers(local, params, r))
+    public = lambda params, r: {k: v for k, v in local(params, r).items() if k[0] != "_"}
+    return jax.jit(lambda params, r: map_walkers(public, params, r))
 
 
 def check_run(run: str | Path) -> Path:

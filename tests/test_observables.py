@@ -216,7 +216,7 @@ def test_zero_variance_force_vanishes_for_the_exact_hydrogen_atom():
     walkers = slater_1s(RNG, 512, 1.0)[:, None, :]
     values = local_values(["forces"], preset("H"), product_of_1s([1.0], [[0, 0, 0]]), walkers)
     for c in "xyz":
-        np.testing.assert_allclose(values[f"force_0_{c}"], 0.0, atol=1e-10)
+        np.testing.assert_allclose(values[f"force_hf_0_{c}"], 0.0, atol=1e-10)
 
 
 def test_zero_variance_force_of_a_displaced_cloud_is_its_field_at_the_nucleus():
@@ -229,10 +229,112 @@ def test_zero_variance_force_of_a_displaced_cloud_is_its_field_at_the_nucleus():
     enclosed = 1 - np.exp(-2 * size) * (1 + 2 * size + 2 * size**2)
     expected = enclosed / size**2 * d / size
     for axis, c in enumerate("xyz"):
-        assert_mean(values[f"force_0_{c}"], expected[axis], max_error=0.03)
+        assert_mean(values[f"force_hf_0_{c}"], expected[axis], max_error=0.03)
 
 
 def test_nuclear_repulsion_forces_push_the_nuclei_apart():
     h2 = from_atom_string("H 0 0 -0.7; H 0 0 0.7")
     forces = observables.Forces(h2).nuclear_forces()
     np.testing.assert_allclose(forces, [[0, 0, -1 / 1.96], [0, 0, 1 / 1.96]], rtol=1e-12)
+
+
+def moving_1s(zetas, offsets):
+    """psi = prod_i exp(-zeta_i |r_i - R_i - offset_i|) for electron i bound to nucleus i:
+    the wavefunction moves with the nuclei (``apply_at(params, r, nuclei)``)."""
+    zetas, offsets = jnp.asarray(zetas), jnp.asarray(offsets)
+
+    def apply_at(params, r, nuclei):
+        log_abs = -jnp.sum(zetas * jnp.linalg.norm(r - nuclei - offsets, axis=-1))
+        return Psi(jnp.ones((), r.dtype), log_abs)
+
+    return apply_at
+
+
+def total_forces(molecule, apply_at, walkers):
+    """Per walker, the influence value of the total force (its mean is the estimate, its
+    std / sqrt(n) the error), the Hellmann-Feynman part, the energy, and the combined step
+    value that evaluation writes."""
+    nuclei = jnp.asarray(molecule.nuclear_positions)
+    observed = (observables.Energy(molecule), observables.Forces(molecule, apply_at))
+    apply = lambda p, r: apply_at(p, r, nuclei)
+    local = observables.make_local_values(apply, observed, laplacian.Forward())
+    values = jax.jit(jax.vmap(functools.partial(local, None)))(jnp.asarray(walkers))
+    means = {k: jnp.mean(v) for k, v in values.items()}
+    n = jnp.asarray(float(len(walkers)))
+    step = {k: float(v) for k, v in observables.combine(observed, means, n).items()}
+    e = np.asarray(values["energy"])
+    influence, hf = {}, {}
+    for a in range(molecule.n_atoms):
+        for c in "xyz":
+            d = np.asarray(values[f"_dlog_{a}_{c}"])
+            hf[a, c] = np.asarray(values[f"force_hf_{a}_{c}"])
+            influence[a, c] = hf[a, c] - 2 * (e - e.mean()) * (d - d.mean())
+    return influence, hf, e, step
+
+
+def test_the_total_force_on_a_cloud_that_moves_with_its_nucleus_is_zero():
+    """psi = exp(-|r - R - d|): moving the nucleus moves the whole state, so E(R) is constant
+    and the total force is 0, while its Hellmann-Feynman part is the cloud's pull (Gauss)."""
+    d = np.array([0.0, 0.4, 0.9])
+    walkers = slater_1s(RNG, 8000, 1.0, d)[:, None, :]
+    influence, hf, _, step = total_forces(preset("H"), moving_1s([1.0], [d]), walkers)
+    size = np.linalg.norm(d)
+    pull = (1 - np.exp(-2 * size) * (1 + 2 * size + 2 * size**2)) / size**2 * d / size
+    for axis, c in enumerate("xyz"):
+        assert_mean(hf[0, c], pull[axis], max_error=0.03)
+        assert_mean(influence[0, c], 0.0, max_error=0.03)
+        assert step[f"force_0_{c}"] == pytest.approx(np.mean(influence[0, c]), abs=1e-3)
+
+
+def two_centre_energy(bond, zeta):
+    """<H> of psi = 1s_A(r1) 1s_B(r2) (exponent zeta, one electron per spin) for H2 at
+    bond length R: T = zeta^2, V_en = -2 zeta - 2 <1s_A|1/r_B|1s_A>, V_ee = the two-centre
+    Coulomb integral J, V_nn = 1/R (closed forms, e.g. Slater, Quantum Theory of Molecules
+    and Solids vol. 1, app. 6, scaled to exponent zeta)."""
+    x = zeta * bond
+    attraction = 1 / bond - jnp.exp(-2 * x) * (zeta + 1 / bond)
+    coulomb = 1 / bond - jnp.exp(-2 * x) * (1 / bond + 11 * zeta / 8 + 3 * zeta * x / 4
+                                            + zeta * x**2 / 6)  # fmt: skip
+    return zeta**2 - 2 * zeta - 2 * attraction + coulomb + 1 / bond
+
+
+def test_total_forces_are_minus_the_derivative_of_a_two_centre_energy():
+    """H2 with psi = 1s_A(r1) 1s_B(r2), sampled exactly: the mean energy is the closed form
+    E(R), the total force on B is -dE/dR and on A +dE/dR; the Hellmann-Feynman part alone
+    misses the Pulay term by many error bars."""
+    bond, zeta, n = 1.4, 1.15, 20000
+    h2 = from_atom_string(f"H 0 0 0; H 0 0 {bond}")
+    walkers = np.stack([slater_1s(RNG, n, zeta), slater_1s(RNG, n, zeta, (0, 0, bond))], 1)
+    influence, hf, e, step = total_forces(h2, moving_1s([zeta, zeta], np.zeros((2, 3))), walkers)
+    assert_mean(e, float(two_centre_energy(bond, zeta)), max_error=0.01)
+    slope = float(jax.grad(two_centre_energy)(bond, zeta))
+    assert abs(slope) > 0.03  # a force worth testing
+    assert_mean(influence[1, "z"], -slope, max_error=0.01)
+    assert_mean(influence[0, "z"], slope, max_error=0.01)
+    for a in (0, 1):
+        for c in "xy":
+            assert_mean(influence[a, c], 0.0, max_error=0.01)
+    hf_error = np.std(hf[1, "z"]) / np.sqrt(n)
+    assert abs(np.mean(hf[1, "z"]) + slope) > 10 * hf_error
+    assert step["force_1_z"] == pytest.approx(np.mean(influence[1, "z"]), abs=1e-3)
+
+
+def test_a_networks_nuclear_gradient_is_minus_its_total_electron_gradient():
+    """FermiNet depends on electron-nucleus differences only: moving every nucleus and
+    electron together leaves psi unchanged, so sum_A d log|psi|/dR_A = -sum_i grad_i."""
+    from psijax import registry
+    from psijax.config import Config
+
+    lih = preset("LiH")
+    net = registry.ansatz(lih, Config(layers=((8, 4),), determinants=2))
+    params = net.init(jax.random.PRNGKey(0), jnp.float64)
+    r = jnp.asarray(RNG.normal(size=(lih.n_electrons, 3)))
+    nuclei = jnp.asarray(lih.nuclear_positions)
+    d_nuclei = jax.grad(lambda R: net.at(R).log_abs(params, r))(nuclei)
+    d_electrons = jax.grad(lambda x: net.log_abs(params, x))(r)
+    np.testing.assert_allclose(d_nuclei.sum(0), -d_electrons.sum(0), rtol=1e-9, atol=1e-12)
+    assert float(net.at(nuclei).log_abs(params, r)) == pytest.approx(float(net.log_abs(params, r)))
+    eps = 1e-6
+    moved = nuclei.at[1, 2].add(eps)
+    fd = (net.at(moved).log_abs(params, r) - net.at(nuclei).log_abs(params, r)) / eps
+    assert float(d_nuclei[1, 2]) == pytest.approx(float(fd), rel=1e-4, abs=1e-6)

@@ -10,6 +10,7 @@ the step, loss or loop changes. Both ansaetze here end in the shared orbital hea
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Protocol, runtime_checkable
 
@@ -66,6 +67,13 @@ class MolecularAnsatz:
 
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
+
+    def at(self, nuclei: Array):
+        """The same ansatz with the nuclei at ``nuclei`` ``[atoms, 3]`` (bohr), which may
+        be traced: ``jax.grad`` of ``net.at(R).log_abs(params, r)`` with respect to ``R`` is
+        what the forces' Pulay term needs. Not hashable with a traced array: use it inside
+        the function being transformed, not as a static argument."""
+        return dataclasses.replace(self, nuclei=nuclei)
 
     def init(self, key: Array, dtype=jnp.float32) -> Params:
         """Random parameters; shapes depend only on the static fields.

@@ -7,6 +7,7 @@ shifted diagonal so that their gradient exists where r_ii = 0.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -14,6 +15,10 @@ from psijax.types import Array
 
 
 def nuclei_array(nuclei, dtype) -> Array:
+    """The nuclear positions ``[atoms, 3]``: a static tuple, or a (traced) array when a
+    derivative with respect to them is wanted (see ``MolecularAnsatz.at``)."""
+    if isinstance(nuclei, jax.Array):
+        return nuclei.astype(dtype)
     return jnp.asarray(np.asarray(nuclei), dtype)
 
 

@@ -29,11 +29,19 @@ class EvalState(NamedTuple):
 
 
 def make_eval_step(
-    apply, local_values: Callable, n_moves: int, mesh, chunk: int | None, donate: bool = True
+    apply,
+    local_values: Callable,
+    n_moves: int,
+    mesh,
+    chunk: int | None,
+    donate: bool = True,
+    combine: Callable | None = None,
 ) -> Callable[[Params, EvalState], tuple[EvalState, dict[str, Array], Array]]:
     """One jitted evaluation step: ``n_moves`` Metropolis moves at a fixed width, then
     every observable of every walker; returns the new state, the walker means (walkers
-    with a non-finite local energy left out and counted) and the per-walker energies."""
+    with a non-finite local energy left out and counted) and the per-walker energies.
+    ``combine(means, n)`` turns the walker means into the step's values (see
+    ``observables.combine``)."""
     log_abs = lambda p, r: apply(p, r).log_abs
 
     def step(params: Params, state: EvalState):
@@ -48,6 +56,8 @@ def make_eval_step(
         n_ok = jnp.maximum(jnp.sum(ok), 1).astype(energy.dtype)
         mean = lambda v: jnp.sum(jnp.where(ok, v, 0.0)) / n_ok
         metrics = {name: mean(v) for name, v in values.items()}
+        if combine is not None:
+            metrics = combine(metrics, n_ok)
         metrics["variance"] = mean((energy - metrics["energy"]) ** 2)
         metrics["acceptance"] = moves.acceptance
         metrics["nonfinite_walkers"] = jnp.sum(~ok).astype(energy.dtype)

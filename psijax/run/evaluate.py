@@ -16,6 +16,7 @@ training; with several processes only process 0 writes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import shutil
@@ -195,7 +196,7 @@ def evaluate(
     from psijax.registry import laplacian_operator
 
     op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
-    observed = observables_lib.build(settings.observables, wf.molecule)
+    observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
     local = observables_lib.make_local_values(wf.apply, observed, op)
     show = eval_report.EvalProgress(settings.steps, enabled=progress and lead)
     if settings.burn_in and not resume:
@@ -203,8 +204,9 @@ def evaluate(
         equilibrate = eval_step.make_equilibrate(wf.apply, wf.config.mcmc_moves, mesh, chunk)
         state = equilibrate(wf.params, state, settings.burn_in)
     step = eval_step.make_eval_step(
-        wf.apply, local, wf.config.mcmc_moves, mesh, chunk, donate=not settings.save_positions
-    )
+        wf.apply, local, wf.config.mcmc_moves, mesh, chunk, donate=not settings.save_positions,
+        combine=functools.partial(observables_lib.combine, observed),
+    )  # fmt: skip
     columns = [c for o in observed for c in o.columns]
     writer = eval_report.EvalWriter(
         out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
