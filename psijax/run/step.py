@@ -71,11 +71,13 @@ def make_step(
         The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
         by the centered energies, so no second backward pass over the walkers is needed.
         """
-        energy, stats = loss(params, walkers, energy_key)  # the primal only: no backward pass
-        jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
-        jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
-        n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
-        flat = (2.0 / n_finite) * (stats.centered @ jac)
+        with jax.named_scope("local_energy"):  # the primal only: no backward pass
+            energy, stats = loss(params, walkers, energy_key)
+        with jax.named_scope("jacobian"):
+            jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
+            jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
+            n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
+            flat = (2.0 / n_finite) * (stats.centered @ jac)
         grads = ravel_pytree(params)[1](flat)
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
@@ -88,10 +90,11 @@ def make_step(
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
-        walkers, log_abs_w, width, moves = sampler.step(
-            mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width
-        )
-        walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
+        with jax.named_scope("mcmc"):
+            walkers, log_abs_w, width, moves = sampler.step(
+                mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers), state.width
+            )
+            walkers, log_abs_w, n_reset = reset_lost_walkers(walkers, log_abs_w)
         if needs & PER_WALKER:
             energy, stats, grads, extra = per_walker(state.params, walkers, energy_key)
         else:
@@ -101,8 +104,9 @@ def make_step(
             extra = {}
         if MESH in needs:  # the optimiser may split its work over the walker axis
             extra.update(mesh=mesh, axis=parallel.WALKER_AXIS)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
-        params = optax.apply_updates(state.params, updates)
+        with jax.named_scope("optimizer"):
+            updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
+            params = optax.apply_updates(state.params, updates)
         ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
         new_state = TrainState(
@@ -118,7 +122,8 @@ def make_step(
             params=new_state.params, walkers=walkers, energy=stats, moves=moves,
             sampler_state=width, n_reset=n_reset, accepted=ok, grads=grads,
         )  # fmt: skip
-        return new_state, estimators_lib.metrics(estimators, values)
+        with jax.named_scope("metrics"):
+            return new_state, estimators_lib.metrics(estimators, values)
 
     shardings = parallel.state_shardings(mesh, state_template)
     return jax.jit(
