@@ -7,7 +7,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet -e ".[test]"
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

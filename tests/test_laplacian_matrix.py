@@ -10,8 +10,9 @@ tests/laplacian_cells.py: 4 operators x 4 batchings x 4 contexts x {value, grad}
 (120 cells: the user's own lax.map is not run on Explicit meshes, where JAX refuses
 it before any operator is called).
 
-- ``test_matrix_group``: each (batching, context, mode) on its own seeded network,
-  all four operators: every cell runs in CI on some network.
+- ``test_matrix_group``: each (batching, context, mode) of ``CI_GROUPS`` on its own
+  seeded network, all four operators: every gradient cell (which checks the value too)
+  and the value-only cells on sharded meshes run in CI on some network.
 - ``test_generated_networks``: hypothesis draws a network and a cell (derandomized,
   a bounded number of examples); ``benchmarks/laplacian_matrix.py`` runs the full
   product on many networks.
@@ -87,6 +88,8 @@ def test_matrix_group(batching, context, mode):
     seed = GROUPS.index((batching, context, mode))
     spec = seeded_spec(seed, **BOUNDS)
     for op in OPERATORS:
+        if op == "hessian" and (batching, context) == ("vmap", "none"):
+            continue  # the reference itself: the same program, nothing to compare
         check_cell(spec, seed, op, batching, context, mode)
 
 
@@ -96,7 +99,7 @@ def networks(draw) -> Spec:
 
 
 @settings(
-    max_examples=4,
+    max_examples=3,
     derandomize=True,
     deadline=None,
     database=None,
