@@ -50,15 +50,18 @@ GROUPS = [
 ]
 CELLS = [(op, *group) for group in GROUPS for op in OPERATORS]
 # The bounded selection CI runs on every commit: the gradient (which checks the value too)
-# with vmap and both of psijax's batchings in every context, and the value-only program
-# with vmap in the two sharded contexts (14 groups, 54 cells with the dense Hessian left
-# out where it is the reference itself); the user's own lax.map, the value-only program
-# in the other contexts and the rest run in benchmarks/laplacian_matrix.py.
+# with vmap and psijax's map_walkers in every context, psijax's chunks (map_walkers/3)
+# where they meet a sharded walker axis (Explicit mesh, shard_map), and the value-only
+# program inside shard_map (11 groups, 43 cells with the dense Hessian left out where it
+# is the reference itself); the user's own lax.map, chunks without sharding, the other
+# value-only programs and the rest run in benchmarks/laplacian_matrix.py.
+SHARDED = ("explicit", "shard_map")
 CI_GROUPS = [
     (batching, context, mode)
     for batching, context, mode in GROUPS
-    if batching != "lax.map"
-    and (mode == "grad" or (batching == "vmap" and context in ("explicit", "shard_map")))
+    if (mode == "grad" and batching in ("vmap", "map_walkers"))
+    or (mode == "grad" and batching == "map_walkers/3" and context in SHARDED)
+    or (mode == "value" and batching == "vmap" and context == "shard_map")
 ]
 N_WALKERS = 16
 N_DEVICES = 4

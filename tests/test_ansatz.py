@@ -130,7 +130,9 @@ def psiformer_problem():
 # test) the forward operators. The other batchings and contexts are the engine's, covered on
 # generated networks by tests/test_laplacian_matrix.py.
 CELLS = [
-    ("vmap", "none", "grad", ("forward", "forward-sparse", "loop")),  # hessian: the reference
+    # hessian is the reference; loop is generic JAX, covered on attention networks by
+    # tests/test_laplacian_matrix.py
+    ("vmap", "none", "grad", ("forward", "forward-sparse")),
     pytest.param(
         "map_walkers", "shard_map", "grad", ("forward", "forward-sparse"),
         marks=pytest.mark.compat,
