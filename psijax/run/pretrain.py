@@ -116,6 +116,18 @@ def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
     contraction coefficients (pyscf's AO order), and pyscf's cartesian-to-spherical map is
     folded into the MO coefficients; the result matches ``mol.eval_gto`` to rounding.
     """
+    orbitals, coefficients = hf_orbital_basis(hf)
+    return lambda r: orbitals(r, coefficients)
+
+
+def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]], tuple]:
+    """``hf_orbitals`` as ``orbitals(r, coefficients)`` and the MO ``coefficients``.
+
+    The coefficients are an argument, not constants of the compiled program: pyscf's SCF
+    gives them with run-to-run differences in the last bits, and a program holding them
+    as constants would miss JAX's persistent compilation cache on every launch (4-5 s of
+    compile at the default LiH job).
+    """
     from pyscf.gto import gto_norm
 
     mol = hf.mol
@@ -127,11 +139,12 @@ def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
         powers = [(x, y, ang - x - y) for x in range(ang, -1, -1) for y in range(ang - x, -1, -1)]
         shells.append((mol.bas_coord(b), exponents, coeffs, np.asarray(powers)))
     to_basis = np.eye(mol.nao_cart()) if mol.cart else mol.cart2sph_coeff()
-    coeff_up, coeff_down = to_basis @ hf.coeff_up, to_basis @ hf.coeff_down
+    coefficients = (to_basis @ hf.coeff_up, to_basis @ hf.coeff_down)
     n_up = hf.n_up
 
-    def orbitals(r: Walkers) -> tuple[Array, Array]:
+    def orbitals(r: Walkers, coefficients) -> tuple[Array, Array]:
         dtype = r.dtype
+        coeff_up, coeff_down = coefficients
         blocks = []
         for center, exponents, coeffs, powers in shells:
             d = r - jnp.asarray(center, dtype)  # [W, N, 3]
@@ -145,7 +158,7 @@ def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
         down = ao[:, n_up:] @ jnp.asarray(coeff_down, dtype)
         return up, down
 
-    return orbitals
+    return orbitals, coefficients
 
 
 # ------------------------------------------------------------------------------ loss, step
@@ -190,10 +203,10 @@ def _make_chunk(
     """
 
     @jax.jit
-    def run(key, start, count, params, opt_state, walkers, width):
+    def run(key, start, count, params, opt_state, walkers, width, coefficients):
         def body(j, carry):
             params, opt_state, walkers, width, losses = carry
-            up, down = targets(walkers)
+            up, down = targets(walkers, coefficients)
             loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
                 net, params, walkers, up, down
             )
@@ -256,7 +269,11 @@ def pretrain(
     walkers = jnp.asarray(walkers)
     sharding = walkers.sharding
     chunk = auto_chunk(walkers.shape[0], len(sharding.device_set))
-    run = _make_chunk(net, optimizer, hf_orbitals(hf), n_moves, chunk)
+    targets, coefficients = hf_orbital_basis(hf)
+    run = _make_chunk(net, optimizer, targets, n_moves, chunk)
+    coefficients = _replicate(
+        jax.tree.map(lambda c: np.asarray(c, walkers.dtype), coefficients), sharding
+    )
     # Parameters and width come back replicated on the walkers' mesh: put them there now
     # so that the first chunk compiles the same program as all the others.
     params, opt_state, width_arr = _replicate(
@@ -266,7 +283,7 @@ def pretrain(
     for start in range(0, steps, CHUNK):
         count = min(CHUNK, steps - start)
         params, opt_state, walkers, width_arr, chunk = run(
-            key, start, count, params, opt_state, walkers, width_arr
+            key, start, count, params, opt_state, walkers, width_arr, coefficients
         )
         chunk = np.asarray(jax.device_get(chunk[:count]), dtype=np.float64)
         losses.append(chunk)

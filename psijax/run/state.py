@@ -28,8 +28,8 @@ def train_state(
     """A state at step 0: the optimiser's initial state and log|psi| of the walkers
     (computed unless given). With ``mesh`` it is placed there, walkers split over the
     devices and everything else replicated, on one or many processes."""
-    if log_abs is None:
-        log_abs = map_walkers(net.log_abs, params, walkers)
+    if log_abs is None:  # one compiled program, not ~100 operations compiled one by one
+        log_abs = jax.jit(lambda p, w: map_walkers(net.log_abs, p, w))(params, walkers)
     state = TrainState(
         params=params,
         opt_state=optimizer.init(params),

@@ -276,6 +276,7 @@ def step_config(config: config_lib.Config) -> StepConfig:
         n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
+        jacobian_blocks=config.jacobian_blocks,
     )
 
 
@@ -300,12 +301,14 @@ def fresh_state(net, optimizer, molecule, config, mesh, show: Progress) -> Train
             callback=lambda i, loss: show.pretrain(i, loss),
         )  # fmt: skip
 
-    width = jnp.asarray(INITIAL_WIDTH, jnp.float32)
+    width, log_abs = jnp.asarray(INITIAL_WIDTH, jnp.float32), None
     if config.burn_in_steps:
         show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        walkers, _, width = burn_in(
+        walkers, log_abs, width = burn_in(
             keys[3], Metropolis(config.mcmc_moves), batch_log_abs, walkers, width,
             n_steps=config.burn_in_steps,
         )  # fmt: skip
-    return train_state(net, optimizer, params, walkers, keys[4], width=width, mesh=mesh)
+    return train_state(
+        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
+    )
