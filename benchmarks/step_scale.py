@@ -2,6 +2,7 @@
 
     python benchmarks/step_scale.py [--system Ne] [--layers 256,32x4] [--determinants 16]
                                     [--walkers 4096] [--devices 1,2,4,8] [--unsplit]
+                                    [--jacobian-blocks B]
 
 Compiles (never runs) the SPRING training step of ``psijax train`` on fake CPU devices
 and prints, per device count: the parameters, the compiled step's per-device memory
@@ -9,7 +10,8 @@ and prints, per device count: the parameters, the compiled step's per-device mem
 collective in its HLO and the total elements its collectives move, and both as a ratio
 to one device's share of the [walkers, params] jacobian (W x P / d). ``--unsplit`` hands
 SPRING no mesh, so that GSPMD lays out its linear algebra (the step before the split
-natural gradient): run both for an A/B in the same session.
+natural gradient): run both for an A/B in the same session. ``--jacobian-blocks B`` forms
+the jacobian in B parameter blocks, never whole (psijax/jacobian.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("--walkers", type=int, default=4096)
     parser.add_argument("--devices", default="1,2,4,8")
     parser.add_argument("--unsplit", action="store_true", help="SPRING without the mesh")
+    parser.add_argument("--jacobian-blocks", type=int, default=1)
     args = parser.parse_args()
     counts = [int(x) for x in args.devices.split(",")]
 
@@ -51,6 +54,7 @@ def main() -> None:
         walkers=args.walkers,
         layers=(layer,) * int(depth),
         determinants=args.determinants,
+        jacobian_blocks=args.jacobian_blocks,
     )
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
@@ -65,7 +69,8 @@ def main() -> None:
     )
 
     print(f"# {args.system}, FermiNet {args.layers}, {args.determinants} determinants, "
-          f"{args.walkers} walkers, {'unsplit' if args.unsplit else 'split'} SPRING")  # fmt: skip
+          f"{args.walkers} walkers, {'unsplit' if args.unsplit else 'split'} SPRING, "
+          f"jacobian in {args.jacobian_blocks} block(s)")  # fmt: skip
     print(f"# jax {jax.__version__}, {platform.python_version()}, {platform.machine()}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")  # fmt: skip
     header = ("devices", "params", "memory MiB", "vs 1 device", "largest collective",

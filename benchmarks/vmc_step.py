@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--laplacian", default="default")
     parser.add_argument("--parts", action="store_true", help="time the pieces of a step")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jacobian-blocks", type=int, default=1)
     parser.add_argument(
         "--against",
         metavar="DIR",
@@ -95,7 +96,10 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    overrides = dict(system=args.system, laplacian=args.laplacian, seed=args.seed)
+    overrides = dict(
+        system=args.system, laplacian=args.laplacian, seed=args.seed,
+        jacobian_blocks=args.jacobian_blocks,
+    )  # fmt: skip
     if args.pretrain_steps is not None:
         overrides["pretrain_steps"] = args.pretrain_steps
     if args.burn_in_steps is not None:
@@ -154,6 +158,7 @@ def main() -> None:
         n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
+        jacobian_blocks=config.jacobian_blocks,
     )
     step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
     step_fn_cache["step"] = step
@@ -300,7 +305,7 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
         *state._replace(opt_state=jax.tree.unflatten(opt_tree, jax.tree.leaves(state.opt_state)))
     )
     ref_fields = {f.name for f in dataclasses.fields(ref.step.StepConfig)}
-    ref_values = dataclasses.asdict(step_config)
+    ref_values = {k: v for k, v in dataclasses.asdict(step_config).items() if k in ref_fields}
     if "natural_gradient" in ref_fields:  # before optimisers declared what they need
         ref_values["natural_gradient"] = config.optimizer == "spring"
     ref_config = ref.step.StepConfig(**ref_values)

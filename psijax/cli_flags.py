@@ -47,6 +47,8 @@ HELP = {
     "mcmc_moves": "MCMC moves per step",
     "clip_scale": "clip local energies at this many mean absolute deviations from the median",
     "chunk_size": "walkers per chunk of the local energy (bounds memory)",
+    "jacobian_blocks": "SPRING: form the walkers x parameters jacobian in this many parameter "
+    "blocks, never whole (bounds memory; slower)",
     "devices": "devices to shard walkers over",
     "eval_fraction": "trailing fraction of the steps that gives the energy",
     "target_error": "stop early once the energy's error bar (Ha) is below this and it no "

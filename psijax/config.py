@@ -50,6 +50,7 @@ class Config:
     mcmc_moves: int = 10
     clip_scale: float = 5.0
     chunk_size: int | None = None
+    jacobian_blocks: int = 1  # SPRING: form the jacobian in this many parameter blocks
     devices: int | None = None  # None: all local devices
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
     target_error: float | None = None  # Hartree: stop once the energy's error is below it
@@ -65,7 +66,7 @@ class Config:
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
         _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
-        _positive(self, "clip_scale")
+        _positive(self, "clip_scale", "jacobian_blocks")
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
         _nonnegative(self, "checkpoint_minutes")
         _positive(self, "keep_checkpoints", "max_rejected")
@@ -129,6 +130,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "sampler": ("walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": (
         "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
+        "jacobian_blocks",
     ),
     "pretraining": ("pretrain_steps", "basis"),
     "run": (
@@ -142,7 +144,7 @@ SECTION_OF = {name: section for section, names in SECTIONS.items() for name in n
 RESUMABLE = frozenset({
     "steps", "target_error", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
-    "compilation_cache",
+    "compilation_cache", "jacobian_blocks",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 # Fields added after checkpoints were first written: a checkpoint without them was written

@@ -24,12 +24,12 @@ NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.toli
 LOCAL_ENERGY = make_local_energy(NET.log_abs, coulomb_potential(MOL), laplacian.Forward())
 
 
-def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16):
+def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16, config=None):
     mesh = parallel.make_mesh(n_devices)
     params = NET.init(jax.random.PRNGKey(0))
     walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers)
     state = train_state(NET, optimizer, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
-    config = StepConfig(n_moves=2)
+    config = config if config is not None else StepConfig(n_moves=2)
     return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state), state
 
 

@@ -13,7 +13,9 @@ With walkers sharded over d devices (``mesh`` given), no device holds or moves t
 (one ``all_to_all`` of W x P / d), forms its part of O O^T from those columns and the
 parts are summed (``psum`` of W x W); every device solves the small system and turns its
 column block into its slice of phi. Per-device memory and traffic fall as 1/d
-(benchmarks/step_scale.py; tests/test_spring_layout.py).
+(benchmarks/step_scale.py; tests/test_spring_layout.py). On a device that cannot hold the
+jacobian at all, the step hands SPRING a ``psijax.jacobian.Blocked`` instead
+(``--jacobian-blocks B``): the same products, formed in B parameter blocks.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, PartitionSpec
 
+from psijax.jacobian import Blocked, Dense
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, Optimizer
 from psijax.optim.schedules import inverse_decay
 from psijax.types import Array
@@ -47,10 +50,11 @@ def spring(
 
     ``update(grads, state, params, *, jacobian, centered_energies)`` where
     ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
-    flattened like ``ravel_pytree(params)``) and ``centered_energies`` is
-    ``[walkers]`` (clipped E_L minus its mean, 0 for dropped walkers, whose
-    jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis the walkers
-    are split along) the system is assembled from parameter blocks, see the module doc.
+    flattened like ``ravel_pytree(params)``) or a ``psijax.jacobian.Blocked``, and
+    ``centered_energies`` is ``[walkers]`` (clipped E_L minus its mean, 0 for dropped
+    walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
+    the walkers are split along) the system is assembled from parameter blocks, see the
+    module doc.
     """
     schedule = inverse_decay(learning_rate, decay_steps)
 
@@ -63,8 +67,13 @@ def spring(
     ):
         del params, extra
         _, unravel = ravel_pytree(grads)
-        split = mesh is not None and axis is not None and mesh.shape[axis] > 1
-        direction = functools.partial(_direction_split, mesh, axis) if split else _direction
+        blocked = isinstance(jacobian, Blocked)
+        split = not blocked and mesh is not None and axis is not None and mesh.shape[axis] > 1
+        if split:
+            direction = functools.partial(_direction_split, mesh, axis)
+        else:
+            direction = _direction
+            jacobian = jacobian if blocked else Dense(jacobian)
         phi = direction(
             jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
         )
@@ -77,7 +86,7 @@ def spring(
 
 
 def _direction(
-    jacobian: Array,
+    jacobian: Dense | Blocked,
     centered: Array,
     previous: Array,
     *,
@@ -85,29 +94,25 @@ def _direction(
     momentum: float,
     axis: str | None = None,
 ) -> Array:
-    """phi from all W rows of the jacobian's columns, or of a block of them.
+    """phi from J (all W walkers) given by its products (psijax/jacobian.py).
 
-    ``jacobian`` is ``[W, P]`` and ``previous`` ``[P]``; with ``axis`` (inside
-    ``shard_map``) each device holds a block of columns ``[W, P / d]`` and the matching
-    block of ``previous``, and gets its block of phi: the products over parameters (the
-    Gram matrix, O phi_prev) are summed over ``axis``, everything else is local.
+    ``previous`` is ``[P]``; with ``axis`` (inside ``shard_map``) each device holds a block
+    of columns ``Dense([W, P / d])`` and the matching block of ``previous``, and gets its
+    block of phi: the products over parameters (the Gram matrix, J phi_prev) are summed
+    over ``axis``, everything else is local.
     """
-    n = jacobian.shape[0]
+    n = centered.shape[0]
     dtype = jacobian.dtype
     scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
     total = (lambda x: x) if axis is None else functools.partial(jax.lax.psum, axis_name=axis)
-    # The walker mean as a matrix-vector product, and every product with O as x @ O
-    # rather than O.T @ x: on XLA CPU a reduction or a transposed product over the walker
-    # axis of the [walkers, params] jacobian is ~10-50x slower than the equivalent
-    # row-major matrix-vector product (benchmarks/vmc_step.py).
-    mean = jnp.full((n,), 1.0 / n, dtype) @ jacobian
-    o = (jacobian - mean) * scale
-    zeta = -centered * scale - momentum * total(o @ previous)
+    # O = C J / sqrt(n) with C = I - 1 1^T / n: O O^T = C J J^T C / n, O v = C J v / sqrt(n)
+    # and x^T O = x^T C J / sqrt(n), the three products psijax/jacobian.py provides.
+    zeta = -centered * scale - momentum * scale * total(jacobian.centered_matvec(previous))
     solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
-    o_wide = o.astype(solve_dtype)
-    gram = total(o_wide @ o_wide.T) + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
+    gram = total(jacobian.centered_gram(solve_dtype)) / n
+    gram = gram + damping * jnp.eye(n, dtype=solve_dtype) + 1.0 / n
     x = _solve_spd(gram, zeta.astype(solve_dtype)).astype(dtype)
-    return x @ o + momentum * previous
+    return jacobian.centered_rmatvec(scale * x) + momentum * previous
 
 
 def _direction_split(
@@ -134,7 +139,7 @@ def _direction_split(
         columns = jax.lax.all_to_all(rows, axis, split_axis=1, concat_axis=0, tiled=True)
         centered = jax.lax.all_gather(centered, axis, tiled=True)
         return _direction(
-            columns, centered, previous, damping=damping, momentum=momentum, axis=axis
+            Dense(columns), centered, previous, damping=damping, momentum=momentum, axis=axis
         )
 
     spec = PartitionSpec(axis)

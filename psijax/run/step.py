@@ -19,6 +19,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh
 
 from psijax import estimators as estimators_lib
+from psijax import jacobian as jacobian_lib
 from psijax import optim, parallel
 from psijax.batching import auto_chunk, map_walkers
 from psijax.estimators import Estimator, StepValues
@@ -35,6 +36,7 @@ class StepConfig:
     n_moves: int = 10
     clip_scale: float | None = 5.0
     chunk_size: int | None = None
+    jacobian_blocks: int = 1  # > 1: the jacobian is never formed whole (psijax/jacobian.py)
 
 
 def make_step(
@@ -70,14 +72,22 @@ def make_step(
 
         The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
         by the centered energies, so no second backward pass over the walkers is needed.
+        With ``jacobian_blocks`` > 1 the jacobian is a ``psijax.jacobian.Blocked`` (never
+        formed whole) and the gradient one backward pass over the walkers.
         """
         with jax.named_scope("local_energy"):  # the primal only: no backward pass
             energy, stats = loss(params, walkers, energy_key)
         with jax.named_scope("jacobian"):
-            jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
-            jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
             n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
-            flat = (2.0 / n_finite) * (stats.centered @ jac)
+            if config.jacobian_blocks > 1:  # one backward pass here, the blocks in SPRING
+                jac = jacobian_lib.blocked(
+                    log_abs, params, walkers, stats.finite, config.jacobian_blocks, chunk
+                )
+                flat = (2.0 / n_finite) * jac.rmatvec(stats.centered)
+            else:
+                jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
+                jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
+                flat = (2.0 / n_finite) * (stats.centered @ jac)
         grads = ravel_pytree(params)[1](flat)
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
