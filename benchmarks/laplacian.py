@@ -45,7 +45,10 @@ def method_table(n_electrons: int, args: argparse.Namespace) -> list[tuple[str, 
         ("Loop", "vmap", None),
         ("Forward", "vmap", None),
         ("ForwardSparse(0.6)", "vmap", None),
+        ("ForwardSparse(6)", "vmap", None),
         ("Forward", f"chunked({chunk})", chunk),
+        ("folx", "vmap", None),
+        ("folx-sparse(6)", "vmap", None),
     ]
     if n_electrons <= args.hessian_max:
         rows.append(("Hessian", "vmap", None))
@@ -61,8 +64,27 @@ def make_operator(name: str):
         "Loop": Loop,
         "Forward": Forward,
         "ForwardSparse(0.6)": lambda: ForwardSparse(0.6),
+        "ForwardSparse(6)": lambda: ForwardSparse(6),
         "Hessian": Hessian,
+        "folx": lambda: folx_direct(0),
+        "folx-sparse(6)": lambda: folx_direct(6),
     }[name]()
+
+
+def folx_direct(sparsity_threshold: int):
+    """folx's forward Laplacian called directly, as its README shows, outside psijax's
+    wrapping (psijax/laplacian/_folx.py): the peer the operators are measured against."""
+    import folx
+
+    def operator(f):
+        def run(x):
+            flat = lambda y: f(y.reshape(x.shape))
+            out = folx.forward_laplacian(flat, sparsity_threshold=sparsity_threshold)(x.reshape(-1))
+            return out.x, out.jacobian.dense_array.reshape(x.shape), out.laplacian
+
+        return run
+
+    return operator
 
 
 # --------------------------------------------------------------------- header

@@ -94,10 +94,10 @@ class Blocked:
             r, w = part
             return total + ravel_pytree(jax.grad(weighted_sum)(self.params, r, w))[0], None
 
-        parts = (
-            self.walkers.reshape(n // chunk, chunk, *self.walkers.shape[1:]),
-            x.reshape(n // chunk, chunk),
-        )
+        # chunk c holds walkers c, c + n_chunks, ...: strided like map_walkers' chunks, so
+        # that every chunk is spread over the devices of a walker-sharded mesh
+        strided = lambda a: jnp.swapaxes(a.reshape(chunk, n // chunk, *a.shape[1:]), 0, 1)
+        parts = (strided(self.walkers), strided(x))
         return jax.lax.scan(body, jnp.zeros_like(flat), parts)[0]
 
     def centered_rmatvec(self, x: Array) -> Array:
