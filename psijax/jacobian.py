@@ -12,7 +12,8 @@ the walkers, x^T C J one backward pass, and the Gram matrix the sum over ``n_blo
 equal ranges of the flattened parameters of (C J_b)(C J_b)^T, each J_b (``[walkers, P_b]``)
 formed and dropped in turn (a loop). Its peak memory is about one block, ``walkers x P /
 n_blocks``, plus ``chunk x P`` for the gradients of one chunk of walkers (``chunk_size``),
-for n_blocks + 2 passes over the walkers instead of one: the mode for a jacobian that does
+for n_blocks + 3 passes over the walkers instead of one (the blocks, a forward-mode pass,
+and two backward passes: SPRING's and the step's gradient): the mode for a jacobian that does
 not fit a device (``--jacobian-blocks``; docs/benchmarks.md, "A natural-gradient step that
 scales").
 """
