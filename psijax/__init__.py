@@ -1,12 +1,8 @@
 """psijax: neural-network wavefunctions by variational Monte Carlo on current JAX."""
 
-from psijax import xla_flags
-
-xla_flags.apply()  # before anything starts JAX's backend; see psijax/xla_flags.py
-
-from psijax.config import Config  # noqa: E402
-from psijax.system import Molecule  # noqa: E402
-from psijax.types import Psi, TrainState  # noqa: E402
+from psijax.config import Config
+from psijax.system import Molecule
+from psijax.types import Psi, TrainState
 
 __version__ = "0.1.0"
 

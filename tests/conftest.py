@@ -23,11 +23,10 @@ import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 4)
 
+
 import sys  # noqa: E402
 
 import pytest  # noqa: E402
-
-import psijax  # noqa: E402, F401  (sets its XLA flags before the backend starts: xla_flags.py)
 
 
 @pytest.hookimpl(trylast=True)
