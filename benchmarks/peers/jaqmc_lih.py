@@ -32,21 +32,9 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
 
+from _clock import process_start_wall  # noqa: E402
 
-def _process_start_wall() -> float:
-    """Wall-clock time at which this process was exec'd (Linux /proc, 10 ms resolution)."""
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        start_ticks = int(fields[19])  # field 22 (starttime), counted after "pid (comm)"
-        with open("/proc/stat") as f:
-            btime = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return btime + start_ticks / os.sysconf("SC_CLK_TCK")
-    except Exception:  # pragma: no cover - non-Linux
-        return _T_SCRIPT
-
-
-_T_PROCESS = _process_start_wall()
+_T_PROCESS = process_start_wall(_T_SCRIPT)
 
 parser = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
