@@ -36,6 +36,7 @@ jax.config.update("jax_num_cpu_devices", 4)
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
+
 from laplacian_cells import CELLS, OPERATORS, RTOL, error, reference, run  # noqa: E402
 from network_grammar import Network, seeded_spec, walkers  # noqa: E402
 

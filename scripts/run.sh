@@ -12,8 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PSIJAX_SKIP_INSTALL:-}" ]; then # set it to reuse the .venv as it is
   python3 -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e .
+  .venv/bin/python -m pip install --quiet -c scripts/constraints.txt pip
+  .venv/bin/python -m pip install --quiet -c scripts/constraints.txt -e .
 fi
 
 system="" out="" config="" force=0 resume=0 dry=0

@@ -3,8 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test]"
+.venv/bin/python -m pip install --quiet -c scripts/constraints.txt pip
+.venv/bin/python -m pip install --quiet -c scripts/constraints.txt -e ".[test]"
 .venv/bin/ruff check .
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal "$@"

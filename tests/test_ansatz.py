@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from laplacian_cells import OPERATORS, RTOL, error, reference, run
 
 from psijax import config as config_lib
 from psijax import laplacian, mcmc, optim, parallel, registry, system
@@ -20,6 +19,8 @@ from psijax.run.loop import run_steps
 from psijax.run.pretrain import pretrain
 from psijax.run.state import train_state
 from psijax.run.step import StepConfig, make_step
+
+from laplacian_cells import OPERATORS, RTOL, error, reference, run
 
 NUCLEI = ((0.0, 0.0, -0.7), (0.3, 0.1, 0.8))
 

@@ -27,10 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from runs import orbax_read_noise
 
 import psijax
 from psijax.cli import main
+
+from runs import orbax_read_noise
 
 PREVIOUS = "previous-run"  # a finished run that no bad input may touch
 NEW_OUT = "new-run"  # the --out of every case unless the case gives its own

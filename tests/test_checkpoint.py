@@ -13,14 +13,15 @@ import time
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from runs import metrics, start, tiny_config
-from runs import psijax as run_cli
 
 import psijax
 from psijax import optim
 from psijax.run.checkpoint import Checkpoints
 from psijax.run.loop import CheckpointPolicy, HostLoop, TrainingError
 from psijax.run.report import Progress
+
+from runs import metrics, start, tiny_config
+from runs import psijax as run_cli
 
 
 def checkpoint_steps(run_dir) -> list[int]:

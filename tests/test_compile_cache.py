@@ -9,9 +9,10 @@ import sys
 
 import jax
 import pytest
-from runs import command, env, tiny_config
 
 from psijax.run.compile_cache import use_compilation_cache
+
+from runs import command, env, tiny_config
 
 
 def test_a_configured_cache_is_left_alone(tmp_path):

@@ -8,6 +8,7 @@ import socket
 
 import numpy as np
 import pytest
+
 from runs import metrics, psijax, start, tiny_config
 
 

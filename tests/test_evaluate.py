@@ -8,8 +8,6 @@ import h5py
 import jax
 import numpy as np
 import pytest
-from eval_runs import snapshot, trained_run
-from runs import psijax as run_cli
 
 import psijax
 from psijax import laplacian
@@ -17,6 +15,9 @@ from psijax.batching import map_walkers
 from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.run.eval_report import report
 from psijax.stats import blocking_estimate
+
+from eval_runs import snapshot, trained_run
+from runs import psijax as run_cli
 
 
 def test_load_gives_the_same_wavefunction_on_any_device_count(tmp_path):

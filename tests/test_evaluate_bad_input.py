@@ -4,10 +4,11 @@ import json
 import shutil
 
 import pytest
-from eval_runs import snapshot, trained_run
-from runs import psijax as run_cli
 
 from psijax import cli
+
+from eval_runs import snapshot, trained_run
+from runs import psijax as run_cli
 
 
 def _setup(tmp_path, case):

@@ -19,6 +19,7 @@ import termios
 import time
 
 import pytest
+
 from runs import command, env
 
 COLUMNS = 100

@@ -34,11 +34,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
-from laplacian_cells import CI_GROUPS, GROUPS, OPERATORS, RTOL, error, reference, run
-from network_grammar import Network, Spec, draw_spec, seeded_spec, walkers
 
 from psijax import laplacian
 from psijax.errors import UnsupportedError
+
+from laplacian_cells import CI_GROUPS, GROUPS, OPERATORS, RTOL, error, reference, run
+from network_grammar import Network, Spec, draw_spec, seeded_spec, walkers
 
 # The oldest and newest JAX (scripts/compat.sh) run every regression test here and, of the
 # matrix, the gradient through psijax's and the user's batching in the two sharded

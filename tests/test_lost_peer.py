@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 import pytest
-from runs import metrics, psijax, start, tiny_config
 
 from psijax import peers
 from psijax.run import checkpoint
+
+from runs import metrics, psijax, start, tiny_config
 
 PEER_TIMEOUT_S = 8  # --peer-timeout of these runs; the default is 120 s
 # Stated bound: a dead peer is reported at the next collective (well under a second here), a
