@@ -22,12 +22,12 @@ import jax
 import jax.numpy as jnp
 
 from psijax import config as config_lib
-from psijax import hamiltonian, mcmc, parallel, registry, system
-from psijax.batching import map_walkers
-from psijax.run.state import train_state
-from psijax.run.step import make_step
-from psijax.run.train import step_config
-from psijax.sampler import Metropolis, burn_in
+from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.parallel.batching import map_walkers
+from psijax.sampling import burn_in
+from psijax.training.job import step_config
+from psijax.training.state import train_state
+from psijax.training.step import make_step
 
 ANSATZES = ("ferminet", "psiformer")
 
@@ -76,17 +76,19 @@ def build_named(name, system_name, molecule, mesh):
     config = config_lib.Config(system=system_name, ansatz=name)
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
-    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    sampler = registry.sampler(config)
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = net.init(keys[0], jnp.float32)
-    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
     walkers, _, width = burn_in(
-        keys[2], Metropolis(config.mcmc_moves), lambda w: map_walkers(net.log_abs, params, w),
-        walkers, jnp.float32(0.1), n_steps=20,
+        keys[2], sampler, lambda w: map_walkers(net.log_abs, params, w), walkers,
+        sampler.init(jnp.float32), n_steps=20,
     )  # fmt: skip
     state = train_state(net, optimizer, params, walkers, keys[3], width=width, mesh=mesh)
-    step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+    step = make_step(
+        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
+    )
     t0 = time.perf_counter()
     step = step.lower(state).compile()
     compile_s = time.perf_counter() - t0

@@ -27,13 +27,12 @@ from pathlib import Path
 import jax
 
 from psijax import config as config_lib
-from psijax import parallel, registry, system
-from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.run import checkpoint
-from psijax.run.report import Progress
-from psijax.run.state import abstract_train_state
-from psijax.run.step import make_step
-from psijax.run.train import fresh_state, step_config
+from psijax import hamiltonian, parallel, registry, system
+from psijax.run.progress import Progress
+from psijax.rundir import checkpoint
+from psijax.training.job import fresh_state, step_config
+from psijax.training.state import abstract_train_state
+from psijax.training.step import make_step
 
 
 def du(path: Path) -> int:
@@ -45,11 +44,14 @@ def measure(name: str, n_steps: int) -> dict[str, float]:
     molecule = system.resolve(name)
     mesh = parallel.make_mesh()
     net = registry.ansatz(molecule, config)
-    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
-    state = fresh_state(net, optimizer, molecule, config, mesh, Progress(0, enabled=False))
-    step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, state)
+    sampler = registry.sampler(config)
+    show = Progress(0, enabled=False)
+    state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show)
+    step = make_step(
+        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
+    )
     template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
     identity = {"molecule": molecule.fingerprint()}
     root = Path(tempfile.mkdtemp(prefix="psijax-ckpt-bench-"))

@@ -28,12 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from psijax import config as config_lib
-from psijax import hamiltonian, mcmc, observables, parallel, registry, system
-from psijax.batching import map_walkers
-from psijax.run import eval_step
-from psijax.run.state import train_state
-from psijax.run.step import StepConfig, make_step
-from psijax.sampler import Metropolis
+from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.estimators import observables
+from psijax.evaluation import step as eval_step
+from psijax.parallel.batching import map_walkers
+from psijax.training.state import train_state
+from psijax.training.step import StepConfig, make_step
 
 
 def main() -> None:
@@ -50,22 +50,24 @@ def main() -> None:
     net = registry.ansatz(molecule, config)
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = net.init(keys[0], jnp.float32)
-    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
     walkers = jax.device_put(walkers, parallel.walker_sharding(mesh))
-    width = jnp.asarray(0.1, jnp.float32)
+    sampler = registry.sampler(config)
+    frozen = registry.sampler(config, adapt=False)
+    width = sampler.init(jnp.float32)
     n_moves, n_walkers = config.mcmc_moves, config.walkers
-    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
+    energy = hamiltonian.for_config(molecule, config)
+    op = energy.laplacian
     chunk = config.chunk_size
 
     @jax.jit
     def mcmc_only(params, walkers, key):
         batch = lambda w: map_walkers(net.log_abs, params, w, chunk_size=chunk)
         logp = batch(walkers)
-        fixed = Metropolis(n_moves, adapt=False)
-        new, logp, _, moves = fixed.step(key, batch, walkers, logp, width)
+        new, logp, _, moves = frozen.step(key, batch, walkers, logp, width)
         return new, logp, moves.acceptance
 
-    local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
+    local_energy = energy.local_energy(net)
     optimizer = registry.optimizer(config)
     own = lambda x: jax.tree.map(jnp.copy, x)  # the training step donates its state
     state = train_state(net, optimizer, own(params), own(walkers), keys[2], width=width, mesh=mesh)
@@ -75,22 +77,27 @@ def main() -> None:
         holder["state"], metrics = train(holder["state"])
         return metrics
 
-    step_config = StepConfig(n_moves=n_moves, clip_scale=config.clip_scale, chunk_size=chunk)
-    train = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
+    step_config = StepConfig(clip_scale=config.clip_scale, chunk_size=chunk)
+    train = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
 
     def eval_fn(names):
         observed = observables.build(observables.parse(names), molecule, net)
-        local = observables.make_local_values(net.apply, observed, op)
+        local = observables.local_values(energy, net, observed)
         step = eval_step.make_eval_step(
-            net.apply, local, n_moves, mesh, chunk, donate=False,
-            combine=functools.partial(observables.combine, observed),
+            net.log_abs, local, frozen, mesh, chunk,
+            functools.partial(observables.combine, observed),
         )  # fmt: skip
         es = eval_step.EvalState(
             walkers, map_walkers(net.log_abs, params, walkers), width, jnp.zeros((), jnp.int32),
             keys[3],
         )  # fmt: skip
-        es = parallel.to_global(es, eval_step.state_shardings(mesh))
-        return lambda: step(params, es)
+        held = {"state": parallel.to_global(own(es), eval_step.state_shardings(mesh))}
+
+        def once():  # the evaluation step donates its state, as training's does
+            held["state"], metrics = step(params, held["state"])
+            return metrics
+
+        return once
 
     cases = {
         f"training step's MCMC alone ({n_moves} moves)": (

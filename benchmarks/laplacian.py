@@ -184,8 +184,8 @@ def worker(spec: dict) -> None:
     from jax.flatten_util import ravel_pytree
 
     from psijax.ansatz.ferminet import FermiNet
-    from psijax.batching import map_walkers
     from psijax.hamiltonian import kinetic_energy
+    from psijax.parallel.batching import map_walkers
 
     result: dict = {}
 

@@ -6,7 +6,7 @@ Builds the default job (no pretraining: the cost of a step does not depend on th
 parameters' values), compiles the step, traces ``--steps`` steps with jax.profiler and
 reads the trace back (``jax.profiler.ProfileData``). Every XLA operation the CPU runs is
 an event on one of XLA's threads; the compiled step's HLO names the ``jax.named_scope``
-each operation came from (psijax/run/step.py marks mcmc, local_energy, jacobian,
+each operation came from (psijax/training/step.py marks mcmc, local_energy, jacobian,
 optimizer, metrics). The table gives, per part, the busy time of all threads per step,
 its share, and the operations that cost most; then the step's wall time and how busy the
 threads were, so that the parts account for the whole step.
@@ -29,9 +29,9 @@ import jax.numpy as jnp
 from jax.profiler import ProfileData
 
 from psijax import config as config_lib
-from psijax import hamiltonian, mcmc, parallel, registry, system
-from psijax.run.state import train_state
-from psijax.run.step import StepConfig, make_step
+from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.training.state import train_state
+from psijax.training.step import StepConfig, make_step
 
 PARTS = ("mcmc", "local_energy", "jacobian", "optimizer", "metrics")
 WAITING = "ThunkExecutor::Execute (wait for completion)"  # a thread blocked, not working
@@ -87,14 +87,14 @@ def main() -> None:
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     params = net.init(keys[0], jnp.float32)
     walkers = jax.device_put(
-        mcmc.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
+        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
     )
-    op = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = hamiltonian.local_energy(net, hamiltonian.molecular_terms(molecule, op))
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
     state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
-    step_config = StepConfig(config.mcmc_moves, config.clip_scale, config.chunk_size)
-    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
+    step_config = StepConfig(config.clip_scale, config.chunk_size)
+    sampler = registry.sampler(config)
+    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
     compiled = step.lower(state).compile()
     parts_of = scopes_of(compiled.as_text())
     for _ in range(3):  # warm up
@@ -140,7 +140,8 @@ def main() -> None:
     total = sum(busy.values())
     print(
         f"# {args.system}: {molecule.n_electrons} electrons, {config.walkers} walkers, "
-        f"{net.describe()}, {config.optimizer}, Laplacian {type(op).__name__}; jax "
+        f"{net.describe()}, {config.optimizer}, "
+        f"Laplacian {type(local_energy.hamiltonian.laplacian).__name__}; jax "
         f"{jax.__version__}, python {platform.python_version()}, {os.cpu_count()} CPUs; "
         f"load {load:.2f}; {n} traced steps"
     )

@@ -11,7 +11,7 @@ collective in its HLO and the total elements its collectives move, and both as a
 to one device's share of the [walkers, params] jacobian (W x P / d). ``--unsplit`` hands
 SPRING no mesh, so that GSPMD lays out its linear algebra (the step before the split
 natural gradient): run both for an A/B in the same session. ``--jacobian-blocks B`` forms
-the jacobian in B parameter blocks, never whole (psijax/jacobian.py).
+the jacobian in B parameter blocks, never whole (psijax/optim/jacobian.py).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ def main() -> None:
 
     from psijax import config as config_lib
     from psijax import hamiltonian, parallel, registry, system
-    from psijax.hlo import collectives
-    from psijax.run.state import abstract_train_state
-    from psijax.run.step import make_step
-    from psijax.run.train import step_config
+    from psijax.parallel.hlo import collectives
+    from psijax.training.job import step_config
+    from psijax.training.state import abstract_train_state
+    from psijax.training.step import make_step
 
     width, depth = args.layers.split("x")
     layer = tuple(int(x) for x in width.split(","))
@@ -63,10 +63,8 @@ def main() -> None:
         optimizer = optax.GradientTransformationExtraArgs(
             inner.init, lambda g, s, p=None, **kw: inner.update(g, s, p, **{**kw, "mesh": None})
         )
-    operator = registry.laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = hamiltonian.make_local_energy(
-        net.log_abs, hamiltonian.coulomb_potential(molecule), operator
-    )
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    sampler = registry.sampler(config)
 
     print(f"# {args.system}, FermiNet {args.layers}, {args.determinants} determinants, "
           f"{args.walkers} walkers, {'unsplit' if args.unsplit else 'split'} SPRING, "
@@ -81,7 +79,9 @@ def main() -> None:
     for d in counts:
         mesh = parallel.make_mesh(d)
         template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
-        step = make_step(net.log_abs, local_energy, optimizer, step_config(config), mesh, template)
+        step = make_step(
+            net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler
+        )
         t = time.perf_counter()
         compiled = step.lower(template).compile()
         seconds = time.perf_counter() - t

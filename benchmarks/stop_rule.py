@@ -1,7 +1,7 @@
 """False-stop rate of training's --target-error rule on synthetic correlated energies.
 
 Each synthetic run is E(t) = decay(t) + AR(1) noise (lag-1 correlation rho, stationary
-standard deviation sigma), with limit 0. The rule (psijax.stopping.StopRule, checked
+standard deviation sigma), with limit 0. The rule (psijax.statistics.stopping.StopRule, checked
 every 10 steps as in training) stops a run at some step; the stop is *false* when the
 noise-free mean of the reported window is more than 2 x target above the limit. Also
 printed: how often a run stops at all within the cap, the median stop step, and how
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from psijax.stopping import CHECK_EVERY, StopRule, first_stop
+from psijax.statistics.stopping import CHECK_EVERY, StopRule, first_stop
 
 # (name, decay(t) in Hartree, sigma, rho, target, cap): VMC-like scales (mHa noise per step)
 SCENARIOS = (

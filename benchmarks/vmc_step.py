@@ -3,7 +3,7 @@
     python benchmarks/vmc_step.py [--system LiH] [--steps 30] [--pretrain-steps 200]
                                   [--parts] [--laplacian default]
 
-Builds the job the way ``psijax.run.train.train`` does (defaults of ``psijax.config.Config``:
+Builds the job the way ``psijax.training.job.train`` does (defaults of ``psijax.config.Config``:
 256 walkers, FermiNet 3 x (64, 16), 8 determinants, 10 MCMC moves per step, SPRING,
 Hartree-Fock pretraining, 50 burn-in steps, float32) and prints one table:
 
@@ -34,16 +34,14 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from psijax import config as config_lib  # noqa: E402
-from psijax import mcmc, parallel, registry, system  # noqa: E402
-from psijax.batching import map_walkers  # noqa: E402
-from psijax.hamiltonian import coulomb_potential, make_local_energy  # noqa: E402
-from psijax.loss import make_energy_loss  # noqa: E402
-from psijax.registry import laplacian_operator  # noqa: E402
-from psijax.registry import optimizer as make_optimizer  # noqa: E402
-from psijax.run import pretrain  # noqa: E402
-from psijax.run.state import train_state  # noqa: E402
-from psijax.run.step import StepConfig, make_step  # noqa: E402
-from psijax.sampler import Metropolis, burn_in  # noqa: E402
+from psijax import hamiltonian, parallel, registry, sampling, system  # noqa: E402
+from psijax.optim.gradient import make_energy_loss  # noqa: E402
+from psijax.parallel.batching import map_walkers  # noqa: E402
+from psijax.sampling import burn_in  # noqa: E402
+from psijax.system import scf  # noqa: E402
+from psijax.training import pretrain  # noqa: E402
+from psijax.training.state import train_state  # noqa: E402
+from psijax.training.step import StepConfig, make_step  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
 
@@ -116,12 +114,12 @@ def main() -> None:
     net = registry.ansatz(molecule, config)
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = jax.device_put(net.init(keys[0], jnp.float32), parallel.replicated(mesh))
-    walkers = mcmc.init_walkers(keys[1], molecule, config.walkers)
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
     walkers = _block(jax.device_put(walkers, parallel.walker_sharding(mesh)))
     setup_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    hf = pretrain.hartree_fock(molecule, config.basis)
+    hf = scf.hartree_fock(molecule, config.basis)
     hf_s = time.perf_counter() - t
 
     pre_s = 0.0
@@ -129,38 +127,36 @@ def main() -> None:
         t = time.perf_counter()
         params, walkers, losses = pretrain.pretrain(
             keys[2], net, params, molecule, walkers,
-            steps=config.pretrain_steps, basis=config.basis,
+            steps=config.pretrain_steps, basis=config.basis, hf=hf,
+            sampler=pretrain.sampler_of(config),
         )  # fmt: skip
         _block((params, walkers))
-        # pretrain() runs Hartree-Fock itself: count it once, under "Hartree-Fock".
-        pre_s = max(time.perf_counter() - t - hf_s, 0.0)
+        pre_s = time.perf_counter() - t
         rows.append(("pretraining loss first / last", f"{losses[0]:.4f} / {losses[-1]:.4f}"))
 
-    width = jnp.asarray(0.1, jnp.float32)
+    sampler = registry.sampler(config)
+    width = sampler.init(jnp.float32)
     t = time.perf_counter()
     if config.burn_in_steps:
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
         walkers, _, width = burn_in(
-            keys[3], Metropolis(config.mcmc_moves), batch_log_abs, walkers, width,
-            n_steps=config.burn_in_steps,
-        )  # fmt: skip
+            keys[3], sampler, batch_log_abs, walkers, width, n_steps=config.burn_in_steps
+        )
     log_abs = _block(map_walkers(net.log_abs, params, walkers))
     burn_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    op = laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = make_local_energy(net.log_abs, coulomb_potential(molecule), op)
-    optimizer = make_optimizer(config)
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    optimizer = registry.optimizer(config)
     state = train_state(
         net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )
     step_config = StepConfig(
-        n_moves=config.mcmc_moves,
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
         jacobian_blocks=config.jacobian_blocks,
     )
-    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state)
+    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
     step_fn_cache["step"] = step
     state, metrics = step(state)
     _block(metrics)
@@ -225,13 +221,18 @@ def main() -> None:
     print(
         f"- {molecule.n_electrons} electrons, {config.walkers} walkers, layers {config.layers}, "
         f"{config.determinants} determinants, {config.mcmc_moves} moves/step, "
-        f"optimizer {config.optimizer}, laplacian {type(op).__name__}, HF energy {hf.energy:.4f}"
+        f"optimizer {config.optimizer}, laplacian {_laplacian_name(local_energy)}, "
+        f"HF energy {hf.energy:.4f}"
     )
     print()
     print("| quantity | value |")
     print("|---|---|")
     for name, value in rows:
         print(f"| {name} | {value} |")
+
+
+def _laplacian_name(local_energy) -> str:
+    return type(local_energy.hamiltonian.laplacian).__name__
 
 
 def _parts(net, local_energy, optimizer, step_config, state, *, mcmc_moves):
@@ -242,7 +243,7 @@ def _parts(net, local_energy, optimizer, step_config, state, *, mcmc_moves):
     @jax.jit
     def moves(key, params, walkers, log_abs, width):
         f = lambda w: map_walkers(net.log_abs, params, w)
-        return mcmc.metropolis(key, f, walkers, log_abs, width, mcmc_moves)
+        return sampling.metropolis(key, f, walkers, log_abs, width, mcmc_moves)
 
     @jax.jit
     def log_abs_only(params, walkers):
@@ -289,29 +290,24 @@ def _parts(net, local_energy, optimizer, step_config, state, *, mcmc_moves):
 def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
     """This checkout's step and ``path``'s, on the same state, alternating call by call.
 
-    The other step is built entirely from ``path``'s modules (ansatz, Laplacian, local
-    energy, optimizer, step), from the same parameters, walkers and optimizer state.
+    The other step is built entirely from ``path``'s modules (ansatz, Hamiltonian,
+    optimizer, sampler, step), from the same parameters, walkers and optimizer state; that
+    checkout must have this one's package layout.
     """
     ref = _import_copy(path)
     ref_net = ref.ansatz.FermiNet(**dataclasses.asdict(net))
-    op = ref.tables.laplacian_operator(config.laplacian, molecule.n_electrons)
-    local_energy = ref.hamiltonian.make_local_energy(
-        ref_net.log_abs, ref.hamiltonian.coulomb_potential(molecule), op
-    )
-    make = getattr(ref.tables, "optimizer", None) or ref.tables.make_optimizer
-    optimizer = make(config)
+    ref_config = ref.config.Config(**dataclasses.asdict(config))
+    local_energy = ref.hamiltonian.for_config(molecule, ref_config).local_energy(ref_net)
+    optimizer = ref.registry.optimizer(ref_config)
     opt_tree = jax.tree.structure(optimizer.init(state.params))
     ref_state = ref.types.TrainState(
         *state._replace(opt_state=jax.tree.unflatten(opt_tree, jax.tree.leaves(state.opt_state)))
     )
-    ref_fields = {f.name for f in dataclasses.fields(ref.step.StepConfig)}
-    ref_values = {k: v for k, v in dataclasses.asdict(step_config).items() if k in ref_fields}
-    if "natural_gradient" in ref_fields:  # before optimisers declared what they need
-        ref_values["natural_gradient"] = config.optimizer == "spring"
-    ref_config = ref.step.StepConfig(**ref_values)
     ref_step = ref.step.make_step(
-        ref_net.log_abs, local_energy, optimizer, ref_config, mesh, ref_state
-    )
+        ref_net.log_abs, local_energy, optimizer,
+        ref.step.StepConfig(**dataclasses.asdict(step_config)), mesh, ref_state,
+        ref.registry.sampler(ref_config),
+    )  # fmt: skip
     steps = {"this": step_fn_cache["step"], "against": ref_step}
     states = {"this": jax.tree.map(jnp.copy, state), "against": jax.tree.map(jnp.copy, ref_state)}
     for name, fn in steps.items():  # compile and warm up
@@ -354,17 +350,11 @@ def _import_copy(path: str):
                     f.write(text)
     sys.path.insert(0, root)
     pkg = importlib.import_module("psijax_ref")
-    # the step's module and the name -> object tables moved (psijax.run.step, registry)
-    for name, candidates in {
-        "ansatz": ("ansatz",), "hamiltonian": ("hamiltonian",), "types": ("types",),
-        "step": ("run.step", "training"), "tables": ("registry", "vmc"),
+    for name, module in {
+        "ansatz": "ansatz", "config": "config", "hamiltonian": "hamiltonian",
+        "registry": "registry", "step": "training.step", "types": "types",
     }.items():  # fmt: skip
-        for module in candidates:
-            try:
-                setattr(pkg, name, importlib.import_module(f"psijax_ref.{module}"))
-                break
-            except ModuleNotFoundError:
-                continue
+        setattr(pkg, name, importlib.import_module(f"psijax_ref.{module}"))
     return pkg
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psijax
 
 
-def main(argv: list[str] | None = None, **settings) -> psijax.run.train.TrainResult:
+def main(argv: list[str] | None = None, **settings) -> psijax.training.job.TrainResult:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", default="H2")
     parser.add_argument("--steps", type=int, default=500)

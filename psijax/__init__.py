@@ -1,23 +1,29 @@
 """psijax: neural-network wavefunctions by variational Monte Carlo on current JAX."""
 
+from importlib.metadata import PackageNotFoundError as _NotInstalled
+from importlib.metadata import version as _version
+
 from psijax.config import Config
 from psijax.system import Molecule
 from psijax.types import Psi, TrainState
 
-__version__ = "0.1.0"
+try:  # the version pyproject.toml declares, as installed
+    __version__ = _version("psijax")
+except _NotInstalled:  # imported from a source tree that was never installed
+    __version__ = "unknown"
 
 
 def train(config=None, **overrides):
-    """Train a wavefunction (FermiNet or PsiFormer) on a molecule; see ``psijax.run.train.train``
+    """Train a wavefunction (FermiNet or PsiFormer) on a molecule; see ``psijax.training.job.train``
     and ``psijax.config.Config``."""
-    from psijax.run.train import train as _train
+    from psijax.training.job import train as _train
 
     return _train(config, **overrides)
 
 
 def evaluate(run, **options):
-    """Evaluate a trained run with frozen parameters; see ``psijax.run.evaluate.evaluate``."""
-    from psijax.run.evaluate import evaluate as _evaluate
+    """Evaluate a trained run with frozen parameters; see ``psijax.evaluation.job.evaluate``."""
+    from psijax.evaluation.job import evaluate as _evaluate
 
     return _evaluate(run, **options)
 

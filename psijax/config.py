@@ -14,11 +14,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from psijax import registry
 from psijax.errors import InputError
 
-ANSATZES = ("ferminet", "psiformer")
-OPTIMIZERS = ("spring", "adam")
-LAPLACIANS = ("default", "forward", "forward-sparse", "loop", "hessian")
+# The choices of the fields that name an implementation: the registry's tables.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "ansatz": tuple(registry.ANSATZES),
+    "optimizer": tuple(registry.OPTIMIZERS),
+    "laplacian": tuple(registry.LAPLACIANS),
+    "sampler": tuple(registry.SAMPLERS),
+}
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
@@ -35,7 +40,7 @@ class Config:
     pretrain_steps: int = 200
     burn_in_steps: int = 50
     optimizer: str = "spring"
-    learning_rate: float | None = None  # None: 0.02 for spring, 3e-3 for adam
+    learning_rate: float | None = None  # None: the optimizer's default (psijax.registry)
     decay_steps: float = 1000.0
     laplacian: str = "default"
     ansatz: str = "ferminet"
@@ -47,6 +52,7 @@ class Config:
     jastrow: bool = True  # PsiFormer: electron-electron cusp Jastrow factor
     determinants: int = 8
     full_det: bool = True  # one N x N determinant per term; False: up x down
+    sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0
     chunk_size: int | None = None
@@ -70,16 +76,11 @@ class Config:
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
         _nonnegative(self, "checkpoint_minutes")
         _positive(self, "keep_checkpoints", "max_rejected")
-        if self.ansatz not in ANSATZES:
-            raise InputError(f"ansatz={self.ansatz!r} is unknown; use one of {', '.join(ANSATZES)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(
-                f"optimizer={self.optimizer!r} is unknown; use one of {', '.join(OPTIMIZERS)}"
-            )
-        if self.laplacian not in LAPLACIANS:
-            raise InputError(
-                f"laplacian={self.laplacian!r} is unknown; use one of {', '.join(LAPLACIANS)}"
-            )
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise InputError(
+                    f"{name}={getattr(self, name)!r} is unknown; use one of {', '.join(choices)}"
+                )
         if not self.layers or any(len(w) != 2 or min(w) < 1 for w in self.layers):
             raise InputError(
                 f"layers={self.layers!r} is invalid; give (one-electron, two-electron) "
@@ -110,12 +111,6 @@ class Config:
         if self.chunk_size is not None and self.chunk_size < 1:
             raise InputError(f"chunk_size={self.chunk_size} must be a positive number or unset")
 
-    @property
-    def lr(self) -> float:
-        if self.learning_rate is not None:
-            return self.learning_rate
-        return 0.02 if self.optimizer == "spring" else 3e-3
-
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # The config in sections: config files may group keys in these tables (``[ansatz]``),
@@ -127,7 +122,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
         "layer_norm", "jastrow", "determinants", "full_det",
     ),
-    "sampler": ("walkers", "mcmc_moves", "burn_in_steps"),
+    "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": (
         "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
         "jacobian_blocks",
@@ -152,6 +147,7 @@ IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
+    "sampler": "metropolis",
 }  # fmt: skip
 
 

@@ -1,70 +1,118 @@
-"""Name -> factory tables: the only place where a config string picks an implementation.
+"""Name -> implementation tables: the only place where a name picks an implementation.
 
-Each factory takes the molecule and the resolved ``Config``. Adding an ansatz, optimiser
-or Laplacian operator is one new module and one entry here (and its name in
-``psijax.config``'s tuple of choices, which the CLI and config validation read without
-importing JAX); a test checks that the two agree.
+Every table maps a name the user may give (``--ansatz psiformer``) to an ``Entry``: the
+implementation's factory as ``"module:attribute"``, imported the first time it is used,
+so that config validation and ``psijax --help`` read the names (and each entry's
+defaults, such as an optimiser's learning rate) without importing JAX. An entry may also
+hold the factory itself (a test adds a term so). Each factory has its table's signature:
+
+    ANSATZES     factory(molecule, config) -> Ansatz
+    OPTIMIZERS   factory(config) -> Optimizer                (entry: its learning rate)
+    LAPLACIANS   factory(n_electrons) -> LaplacianOperator   (entry: or no argument)
+    SAMPLERS     factory(config, **settings) -> Sampler
+    HAMILTONIAN  factory(molecule, config) -> Term, or None where it does not apply;
+                 every entry is a term of every run's Hamiltonian, in this order
+    OBSERVABLES  factory(molecule, network) -> Observable    (evaluation; energy is always on)
+
+Adding an ansatz, optimiser, Laplacian operator, sampler, Hamiltonian term or observable
+is one new module with its factory and one line here; docs/architecture.md shows each.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from psijax import laplacian, optim
-from psijax.ansatz import Ansatz, FermiNet, PsiFormer
-from psijax.config import Config
-from psijax.system import Molecule
-
-
-def _nuclei(molecule: Molecule) -> tuple[tuple[float, float, float], ...]:
-    return tuple(map(tuple, molecule.nuclear_positions.tolist()))
+if TYPE_CHECKING:
+    from psijax.config import Config
+    from psijax.system import Molecule
 
 
-def _ferminet(molecule: Molecule, config: Config) -> FermiNet:
-    return FermiNet(
-        molecule.n_up, molecule.n_down, _nuclei(molecule),
-        layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
-    )  # fmt: skip
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """An implementation by name: ``target`` is ``"module:attribute"`` or the factory."""
+
+    target: str | Callable[..., Any]
+    learning_rate: float | None = None  # optimisers: the default learning rate
+    sized: bool = True  # Laplacian operators: the factory takes the electron count
+
+    def load(self) -> Callable[..., Any]:
+        if callable(self.target):
+            return self.target
+        module, _, attribute = self.target.partition(":")
+        value: Any = importlib.import_module(module)
+        for name in attribute.split("."):
+            value = getattr(value, name)
+        return value
 
 
-def _psiformer(molecule: Molecule, config: Config) -> PsiFormer:
-    return PsiFormer(
-        molecule.n_up, molecule.n_down, _nuclei(molecule),
-        layers=config.attention_layers, heads=config.attention_heads,
-        head_dim=config.attention_head_dim, n_determinants=config.determinants,
-        full_det=config.full_det, layer_norm=config.layer_norm, jastrow=config.jastrow,
-    )  # fmt: skip
-
-
-ANSATZES: dict[str, Callable[[Molecule, Config], Ansatz]] = {
-    "ferminet": _ferminet,
-    "psiformer": _psiformer,
+ANSATZES: dict[str, Entry] = {
+    "ferminet": Entry("psijax.ansatz.ferminet:from_config"),
+    "psiformer": Entry("psijax.ansatz.psiformer:from_config"),
+}
+OPTIMIZERS: dict[str, Entry] = {
+    "spring": Entry("psijax.optim.spring:from_config", learning_rate=0.02),
+    "adam": Entry("psijax.optim.adam:from_config", learning_rate=3e-3),
+}
+LAPLACIANS: dict[str, Entry] = {
+    "default": Entry("psijax.laplacian:default_operator"),
+    "forward": Entry("psijax.laplacian.operators:Forward", sized=False),
+    "forward-sparse": Entry("psijax.laplacian.operators:ForwardSparse", sized=False),
+    "loop": Entry("psijax.laplacian.operators:Loop", sized=False),
+    "hessian": Entry("psijax.laplacian.operators:Hessian", sized=False),
+}
+SAMPLERS: dict[str, Entry] = {
+    "metropolis": Entry("psijax.sampling.metropolis:from_config"),
+}
+HAMILTONIAN: dict[str, Entry] = {
+    "kinetic": Entry("psijax.hamiltonian.kinetic:from_config"),
+    "coulomb": Entry("psijax.hamiltonian.coulomb:from_config"),
+}
+OBSERVABLES: dict[str, Entry] = {
+    "spin": Entry("psijax.estimators.spin:from_config"),
+    "dipole": Entry("psijax.estimators.dipole:from_config"),
+    "forces": Entry("psijax.estimators.forces:from_config"),
 }
 
-OPTIMIZERS: dict[str, Callable[[Config], optim.Optimizer]] = {
-    "spring": lambda c: optim.spring(learning_rate=c.lr, decay_steps=c.decay_steps),
-    "adam": lambda c: optim.adam(learning_rate=c.lr, decay_steps=c.decay_steps),
-}
+
+def ansatz(molecule: Molecule, config: Config):
+    """The wavefunction ``config.ansatz`` for ``molecule``."""
+    return ANSATZES[config.ansatz].load()(molecule, config)
 
 
-def _laplacian(name: str) -> Callable[[int], laplacian.LaplacianOperator]:
-    return lambda n_electrons: laplacian.OPERATORS[name]()
+def optimizer(config: Config):
+    """The optimiser ``config.optimizer`` (``psijax.optim.Optimizer``)."""
+    return OPTIMIZERS[config.optimizer].load()(config)
 
 
-LAPLACIANS: dict[str, Callable[[int], laplacian.LaplacianOperator]] = {
-    "default": laplacian.default_operator,
-    **{name: _laplacian(name) for name in laplacian.OPERATORS},
-}
+def learning_rate(config: Config) -> float:
+    """The run's learning rate: the config's, else its optimiser's default."""
+    if config.learning_rate is not None:
+        return config.learning_rate
+    return OPTIMIZERS[config.optimizer].learning_rate
 
 
-def ansatz(molecule: Molecule, config: Config) -> Ansatz:
-    """The wavefunction ``config`` asks for, for ``molecule``."""
-    return ANSATZES[config.ansatz](molecule, config)
+def laplacian(name: str, n_electrons: int):
+    """The Laplacian operator ``name`` for walkers of ``n_electrons`` electrons."""
+    entry = LAPLACIANS[name]
+    return entry.load()(n_electrons) if entry.sized else entry.load()()
 
 
-def optimizer(config: Config) -> optim.Optimizer:
-    return OPTIMIZERS[config.optimizer](config)
+def sampler(config: Config, **settings):
+    """The sampler ``config.sampler``; ``settings`` override the config's (e.g. ``adapt=False``
+    for a frozen wavefunction, pretraining's own moves and width)."""
+    return SAMPLERS[config.sampler].load()(config, **settings)
 
 
-def laplacian_operator(name: str, n_electrons: int) -> laplacian.LaplacianOperator:
-    return LAPLACIANS[name](n_electrons)
+def hamiltonian_terms(molecule: Molecule, config: Config) -> tuple:
+    """The terms of ``HAMILTONIAN`` that apply to ``molecule`` under ``config``, in order."""
+    terms = (entry.load()(molecule, config) for entry in HAMILTONIAN.values())
+    return tuple(t for t in terms if t is not None)
+
+
+def observable(name: str, molecule: Molecule, network=None):
+    """The evaluation observable ``name``; ``network`` (an ansatz with ``at(nuclei)``) gives
+    the forces their Pulay term."""
+    return OBSERVABLES[name].load()(molecule, network)

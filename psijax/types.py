@@ -37,6 +37,9 @@ class WavefunctionApply(Protocol):
 # log|psi| of one walker: ``log_abs(params, r)``.
 LogAbs = Callable[[Params, Walker], Array]
 
+# What a jitted step reports, by name: scalars, or per-walker arrays [walker, ...].
+Metrics = dict[str, Array]
+
 # A scalar function of one walker, e.g. ``lambda r: apply(params, r).log_abs``.
 ScalarFn = Callable[[Walker], Array]
 

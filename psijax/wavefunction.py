@@ -22,11 +22,13 @@ import numpy as np
 from jax.sharding import Mesh
 
 from psijax import config as config_lib
-from psijax import observables, parallel, system
-from psijax.batching import map_walkers
+from psijax import hamiltonian, parallel, registry, system
 from psijax.errors import InputError
-from psijax.run import checkpoint
-from psijax.sampler import Metropolis, burn_in
+from psijax.estimators import observables
+from psijax.parallel.batching import map_walkers
+from psijax.rundir import checkpoint
+from psijax.sampling import burn_in
+from psijax.training.state import abstract_train_state
 from psijax.types import Array, Params, Psi, Walkers
 
 
@@ -62,33 +64,37 @@ class Wavefunction:
     def log_abs(self, r: Array) -> Array:
         return self.log_psi(r).log_abs
 
-    def local_energy(self, r: Array) -> Array:
-        """The local energy (Hartree) of one walker or each of a batch."""
-        return self.local_values(r, ("energy",))["energy"]
+    def local_energy(self, r: Array, *, seed: int = 0) -> Array:
+        """The local energy (Hartree) of one walker or each of a batch: the Hamiltonian of
+        training and evaluation (``psijax.hamiltonian``); ``seed`` feeds its random terms."""
+        return self.local_values(r, ("energy",), seed=seed)["energy"]
 
-    def local_values(self, r: Array, names=observables.DEFAULT) -> dict[str, Array]:
-        """Every column of the observables ``names`` (``psijax.observables``) per walker."""
+    def local_values(
+        self, r: Array, names=observables.DEFAULT, *, seed: int = 0
+    ) -> dict[str, Array]:
+        """The energy, its components and every column of the observables ``names``
+        (``psijax.estimators.observables``) per walker."""
         r = self._check(r)
         names = observables.parse(list(names))
         if names not in self._compiled:
             self._compiled[names] = _local_values_fn(self, names)
         fn = self._compiled[names]
         one = r.ndim == 2
-        out = fn(self.params, r[None] if one else r)
+        batch = r[None] if one else r
+        keys = jax.random.split(jax.random.PRNGKey(seed), batch.shape[0])
+        out = fn(self.params, batch, keys)
         return {k: v[0] for k, v in out.items()} if one else out
 
     def sample(self, n_steps: int, *, seed: int = 0, walkers: Walkers | None = None) -> Walkers:
-        """``n_steps`` MCMC steps (``config.mcmc_moves`` moves each) from ``walkers``
-        (the saved ones by default), with the saved proposal width; returns the walkers."""
+        """``n_steps`` steps of the run's sampler from ``walkers`` (the saved ones by
+        default), with its saved state frozen (the proposal width); returns the walkers."""
         if int(n_steps) != n_steps or n_steps < 0:
             raise InputError(f"n_steps={n_steps} must be a whole number >= 0")
         walkers = self.walkers if walkers is None else self._check(walkers)
         key = jax.random.PRNGKey(seed)
-        out = _jit_sample(
-            self.network.apply, self.params, walkers, key, self.width, int(n_steps),
-            self.config.mcmc_moves,
-        )  # fmt: skip
-        return out
+        sampler = registry.sampler(self.config, adapt=False)
+        return _jit_sample(self.network.log_abs, sampler, self.params, walkers, key, self.width,
+                           int(n_steps))  # fmt: skip
 
     def _check(self, r) -> Array:
         r = jnp.asarray(r)
@@ -111,23 +117,22 @@ def _jit_batch(apply, params, r):
     return map_walkers(apply, params, r)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 5, 6))
-def _jit_sample(apply, params, walkers, key, width, n_steps, n_moves):
-    log_abs = lambda w: map_walkers(lambda p, x: apply(p, x).log_abs, params, w)
-
-    fixed = Metropolis(n_moves, adapt=False)
-    return burn_in(key, fixed, log_abs, walkers, width, n_steps=n_steps)[0]
+@functools.partial(jax.jit, static_argnums=(0, 1, 6))
+def _jit_sample(log_abs, sampler, params, walkers, key, state, n_steps):
+    batch = lambda w: map_walkers(log_abs, params, w)
+    return burn_in(key, sampler, batch, walkers, state, n_steps=n_steps)[0]
 
 
 def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
-    from psijax.registry import laplacian_operator
+    energy = hamiltonian.for_config(wf.molecule, wf.config)
+    observed = observables.build(names, wf.molecule, wf.network)
+    local = observables.local_values(energy, wf.network, observed)
 
-    op = laplacian_operator(wf.config.laplacian, wf.molecule.n_electrons)
-    local = observables.make_local_values(
-        wf.network.apply, observables.build(names, wf.molecule, wf.network), op
-    )
-    public = lambda params, r: {k: v for k, v in local(params, r).items() if k[0] != "_"}
-    return jax.jit(lambda params, r: map_walkers(public, params, r))
+    def public(params, walker_key):
+        values = local(params, *walker_key)
+        return {k: v for k, v in values.items() if not k.startswith("_")}
+
+    return jax.jit(lambda params, r, keys: map_walkers(public, params, (r, keys)))
 
 
 def check_run(run: str | Path) -> Path:
@@ -154,9 +159,6 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     """The wavefunction of the newest checkpoint in ``run`` on ``devices`` local devices
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
-    from psijax import registry
-    from psijax.run.state import abstract_train_state
-
     path = check_run(run)
     config = config_lib.load(path / "config.json")
     molecule = system.resolve(

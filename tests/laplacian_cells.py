@@ -31,7 +31,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from psijax import laplacian
-from psijax.batching import map_walkers
+from psijax.parallel.batching import map_walkers
 
 OPERATORS = {
     "hessian": laplacian.Hessian(),

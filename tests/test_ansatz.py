@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 
 from psijax import config as config_lib
-from psijax import laplacian, mcmc, optim, parallel, registry, system
+from psijax import hamiltonian, laplacian, optim, parallel, registry, sampling, system
 from psijax.ansatz import Ansatz, FermiNet, PsiFormer
-from psijax.hamiltonian import coulomb_potential, make_local_energy
 from psijax.run.loop import run_steps
-from psijax.run.pretrain import pretrain
-from psijax.run.state import train_state
-from psijax.run.step import StepConfig, make_step
+from psijax.training.pretrain import pretrain
+from psijax.training.state import train_state
+from psijax.training.step import StepConfig, make_step
 
 from laplacian_cells import OPERATORS, RTOL, error, reference, run
 
@@ -157,7 +156,7 @@ def test_pretraining_fits_psiformer_orbitals():
     net = PsiFormer(mol.n_up, mol.n_down, mol.coords, layers=1, heads=2, head_dim=4,
                     n_determinants=2)  # fmt: skip
     params = net.init(jax.random.key(0))
-    walkers = mcmc.init_walkers(jax.random.key(1), mol, 32)
+    walkers = sampling.init_walkers(jax.random.key(1), mol, 32)
     _, _, losses = pretrain(
         jax.random.key(2), net, params, mol, walkers, steps=30, learning_rate=1e-2
     )
@@ -173,10 +172,12 @@ def test_psiformer_trains_on_four_devices_without_recompiling(optimizer):
     opt = optim.spring() if optimizer == "spring" else optim.adam()
     mesh = parallel.make_mesh(4)
     params = net.init(jax.random.PRNGKey(0))
-    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), mol, 16)
+    walkers = sampling.init_walkers(jax.random.PRNGKey(1), mol, 16)
     state = train_state(net, opt, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
-    local_energy = make_local_energy(net.log_abs, coulomb_potential(mol), laplacian.Forward())
-    step = make_step(net.log_abs, local_energy, opt, StepConfig(n_moves=2), mesh, state)
+    local_energy = hamiltonian.molecular(mol, laplacian.Forward()).local_energy(net)
+    step = make_step(
+        net.log_abs, local_energy, opt, StepConfig(), mesh, state, sampling.Metropolis(2)
+    )
     energies = [m["energy"] for m in run_steps(step, state, 4)[1]]
     assert np.all(np.isfinite(energies))
     assert step._cache_size() == 1
@@ -190,10 +191,18 @@ def test_optimisers_declare_what_the_step_computes():
     assert optim.needs_of(optax.sgd(1e-3)) == frozenset()  # a plain optax transformation
 
 
-def test_registry_matches_the_config_choices():
-    assert tuple(registry.ANSATZES) == config_lib.ANSATZES
-    assert tuple(registry.OPTIMIZERS) == config_lib.OPTIMIZERS
-    assert set(registry.LAPLACIANS) == set(config_lib.LAPLACIANS)
+def test_every_registry_entry_loads_and_builds():
+    for table in (registry.ANSATZES, registry.OPTIMIZERS, registry.LAPLACIANS,
+                  registry.SAMPLERS, registry.HAMILTONIAN, registry.OBSERVABLES):  # fmt: skip
+        for entry in table.values():
+            assert callable(entry.load())
+    for name in registry.OPTIMIZERS:
+        config = config_lib.Config(optimizer=name)
+        assert registry.learning_rate(config) == registry.OPTIMIZERS[name].learning_rate > 0
+        assert isinstance(registry.optimizer(config), optim.Optimizer)
+    for name in registry.LAPLACIANS:
+        for n in (2, 16):
+            assert callable(registry.laplacian(name, n))
     mol = system.preset("LiH")
     for name, cls in (("ferminet", FermiNet), ("psiformer", PsiFormer)):
         config = config_lib.Config(ansatz=name, determinants=3, full_det=False)

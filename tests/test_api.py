@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import psijax
-from psijax import cli_flags, system
 from psijax import config as config_lib
-from psijax.cli import build_parser, main
-from psijax.run.train import make_config
+from psijax import system
+from psijax.cli import flags, main
+from psijax.cli.main import build_parser
+from psijax.training.job import make_config
 
 TINY = dict(
     layers=((8, 4),), determinants=1, walkers=8, pretrain_steps=0, burn_in_steps=2,
@@ -27,9 +28,9 @@ def test_every_config_field_is_a_flag_with_its_default_in_the_help():
     train = parser._subparsers._group_actions[0].choices["train"]
     by_dest = {a.dest: a for a in train._actions}
     for field in dataclasses.fields(config_lib.Config):
-        assert field.name in cli_flags.HELP, f"no --help text for {field.name}"
+        assert field.name in flags.HELP, f"no --help text for {field.name}"
         action = by_dest[field.name]
-        assert action.option_strings == [cli_flags.flag_of(field.name)]
+        assert action.option_strings == [flags.flag_of(field.name)]
         assert "(default: " in action.help
     assert "{spring,adam}" in train.format_help()
 
@@ -39,7 +40,7 @@ def test_flags_parse_into_the_same_values_as_a_config_file():
         ["train", "--layers", "16x4,8x2", "--clip-scale", "3", "--chunk-size", "4",
          "--eval-fraction", "0.5", "--decay-steps", "200", "--learning-rate", "0.1"]
     )  # fmt: skip
-    given = cli_flags.overrides(args)
+    given = flags.overrides(args)
     from_file = config_lib.from_dict(
         dict(layers=[[16, 4], [8, 2]], clip_scale=3.0, chunk_size=4, eval_fraction=0.5,
              decay_steps=200.0, learning_rate=0.1)

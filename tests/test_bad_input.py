@@ -269,7 +269,7 @@ CASES = [
          "is damaged", "delete that step directory", setup=real_run(damage="meta")),
     Case("resume-config-json-garbage", lambda tmp: ["--resume", str(tmp / REAL)],
          "is not valid", "fix its syntax", setup=real_run(damage="config")),
-    # ------------------------------------------- flags generated from the config (issue 11)
+    # ---------------------------------------------------------- flags generated from the config
     Case("layers-flag-malformed", flags("--layers", "64x"),
          "'64x' is not a list of layer widths", "give e.g. 64x16,64x16"),
     Case("layers-flag-zero-width", flags("--layers", "0x4"), "layers=((0, 4),) is invalid",
@@ -410,7 +410,7 @@ def test_console_entry_bad_input_exits_2_without_traceback(tmp_path):
     """The real process: `python -m psijax.cli train ...` with an unknown element."""
     _previous_run(tmp_path)
     before = _snapshot(tmp_path)
-    root = str(Path(psijax.__file__).resolve().parents[1])  # the psijax this session imports
+    root = str(Path(psijax.__file__).resolve().parents[1])  # the psijax these tests import
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     argv = ["train", *TINY, "--system", "Xx 0 0 0", "--out", PREVIOUS]
     proc = subprocess.run(

@@ -16,9 +16,10 @@ import pytest
 
 import psijax
 from psijax import optim
-from psijax.run.checkpoint import Checkpoints
-from psijax.run.loop import CheckpointPolicy, HostLoop, TrainingError
-from psijax.run.report import Progress
+from psijax.errors import TrainingError
+from psijax.run.loop import CheckpointPolicy, HostLoop
+from psijax.run.progress import Progress
+from psijax.rundir.checkpoint import Checkpoints
 
 from runs import metrics, start, tiny_config
 from runs import psijax as run_cli

@@ -13,8 +13,8 @@ import pytest
 from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.errors import InputError
-from psijax.run import checkpoint
-from psijax.run.state import abstract_train_state
+from psijax.rundir import checkpoint
+from psijax.training.state import abstract_train_state
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,6 @@ def test_walkers_must_split_evenly_over_devices():
 
 def test_python_api_train_is_the_function_even_after_submodules_load():
     import psijax
-    import psijax.run.train
+    import psijax.training.job
 
     assert callable(psijax.train)

@@ -65,7 +65,7 @@ def test_an_unreachable_coordinator_is_one_line_and_exit_2(tmp_path):
 
 
 def test_slurm_job_steps_give_jax_s_coordinator(monkeypatch):
-    from psijax import distributed
+    from psijax.parallel import distributed
 
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_NTASKS", "8")
@@ -86,6 +86,7 @@ def test_the_mesh_spans_devices_of_several_slices(monkeypatch):
     import jax
 
     from psijax import parallel
+    from psijax.parallel import mesh as mesh_module
 
     class OnSlice:  # a device that reports another slice
         def __init__(self, device, index):
@@ -95,7 +96,7 @@ def test_the_mesh_spans_devices_of_several_slices(monkeypatch):
             return getattr(self._device, name)
 
     devices = [OnSlice(d, i // 2) for i, d in enumerate(jax.devices()[:4])]
-    monkeypatch.setattr(parallel.jax, "devices", lambda: devices)
+    monkeypatch.setattr(mesh_module.jax, "devices", lambda: devices)
     mesh = parallel.make_mesh()
     assert mesh.axis_names == (parallel.WALKER_AXIS,)
     assert list(mesh.devices) == devices

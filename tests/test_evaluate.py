@@ -2,7 +2,10 @@
 
 import csv
 import json
+import re
 import shutil
+import signal
+import time
 
 import h5py
 import jax
@@ -10,13 +13,13 @@ import numpy as np
 import pytest
 
 import psijax
-from psijax import laplacian
-from psijax.batching import map_walkers
-from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.run.eval_report import report
-from psijax.stats import blocking_estimate
+from psijax import hamiltonian, laplacian
+from psijax.parallel.batching import map_walkers
+from psijax.rundir.report import report
+from psijax.statistics.blocking import blocking_estimate
 
 from eval_runs import snapshot, trained_run
+from runs import metrics, start
 from runs import psijax as run_cli
 
 
@@ -25,8 +28,8 @@ def test_load_gives_the_same_wavefunction_on_any_device_count(tmp_path):
     one = psijax.load(run, devices=1)
     assert one.molecule.symbols == ("H", "H") and one.step == 6
     walkers = np.asarray(one.walkers)
-    local_energy = make_local_energy(
-        one.network.log_abs, coulomb_potential(one.molecule), laplacian.Forward()
+    local_energy = hamiltonian.molecular(one.molecule, laplacian.Forward()).local_energy(
+        one.network
     )
     reference = jax.jit(lambda p, w: map_walkers(local_energy, p, w))(one.params, walkers)
     for devices in (1, 3):  # 16 walkers do not split over 3 devices: replicated then
@@ -95,7 +98,7 @@ def test_evaluation_is_the_same_on_one_and_four_devices(tmp_path):
 def test_target_error_stops_once_the_error_bar_is_small_enough(tmp_path):
     run = trained_run(tmp_path)
     reached = psijax.evaluate(run, target_error=10.0, burn_in=0, progress=False)
-    assert reached.reached_target and len(reached.energies) == 128  # the first check
+    assert reached.reached_target and len(reached.energies) == 200  # the first check
     assert reached.summary["estimates"]["energy"]["error"] < 10.0
     capped = psijax.evaluate(run, target_error=1e-9, steps=40, burn_in=0, progress=False,
                              force=True)  # fmt: skip
@@ -146,7 +149,7 @@ def test_a_resumed_evaluation_equals_the_uninterrupted_one(tmp_path):
 
 
 def test_python_api_evaluate_and_load_are_functions_after_submodules_load():
-    import psijax.run.evaluate
+    import psijax.evaluation.job
     import psijax.wavefunction
 
     assert callable(psijax.evaluate) and callable(psijax.load)
@@ -183,3 +186,34 @@ def test_two_processes_evaluate_like_one(tmp_path):
     one = psijax.evaluate(run, steps=4, burn_in=1, devices=4, progress=False, force=True)
     np.testing.assert_allclose(two, one.energies, rtol=1e-5)
     assert os.path.isfile(run / "eval" / "walkers.h5")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_an_evaluation_with_a_checkpoint_and_the_resume_goes_on(tmp_path):
+    """As in training: SIGTERM writes a checkpoint at the step reached, the last line says
+    how to continue, and the resumed evaluation appends to the rows already written."""
+    run = trained_run(tmp_path)
+    proc = start("evaluate", run, "--steps", "100000", "--burn-in-steps", "1",
+                 "--checkpoint-every", "1000000", "--quiet")  # fmt: skip
+    rows = run / "eval" / "metrics.csv"
+    deadline = time.monotonic() + 240
+    while not rows.is_file() or len(metrics(run / "eval")) < 3:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    message = stderr.strip().splitlines()[-1]
+    found = re.fullmatch(
+        r"psijax: SIGTERM received: checkpoint written at step (\d+); continue with: "
+        rf"psijax evaluate {re.escape(str(run))} --resume",
+        message,
+    )
+    assert found, message
+    step = int(found.group(1))
+    assert [int(r["step"]) for r in metrics(run / "eval")] == list(range(step))
+    resumed = run_cli("evaluate", run, "--resume", "--steps", str(step + 2), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [int(r["step"]) for r in metrics(run / "eval")] == list(range(step + 2))

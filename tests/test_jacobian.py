@@ -1,4 +1,4 @@
-"""The blocked jacobian (psijax/jacobian.py): the same products as the whole one, the same
+"""The blocked jacobian (psijax/optim/jacobian.py): the same products as the whole one, the same
 SPRING update, and a compiled training step that never holds [walkers, params]."""
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from test_step import MOL, NET, setup
 
-from psijax import jacobian, mcmc, optim
+from psijax import optim, sampling
+from psijax.optim import jacobian
 from psijax.run.loop import run_steps
-from psijax.run.step import StepConfig
+from psijax.training.step import StepConfig
 
 
 def _problem(n_walkers=12):
     params = jax.tree.map(lambda a: a.astype(jnp.float64), NET.init(jax.random.PRNGKey(0)))
-    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers).astype(jnp.float64)
+    walkers = sampling.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers).astype(jnp.float64)
     keep = jnp.ones(n_walkers).at[3].set(0.0)  # a dropped walker: its row is 0
     walkers = walkers.at[5].set(jnp.nan)  # a lost one (never reaches a sum)
     keep = keep.at[5].set(0.0)
@@ -77,7 +78,7 @@ def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian()
     for blocks in (1, 4):
         step, state = setup(
             1, optim.spring(), n_walkers=n_walkers,
-            config=StepConfig(n_moves=2, chunk_size=8, jacobian_blocks=blocks),
+            config=StepConfig(chunk_size=8, jacobian_blocks=blocks),
         )  # fmt: skip
         if blocks > 1:
             n_params = ravel_pytree(state.params)[0].size

@@ -15,9 +15,10 @@ import time
 import numpy as np
 import pytest
 
-from psijax import peers
-from psijax.run import checkpoint
+from psijax.parallel import peers
+from psijax.rundir import checkpoint
 
+from eval_runs import trained_run
 from runs import metrics, psijax, start, tiny_config
 
 PEER_TIMEOUT_S = 8  # --peer-timeout of these runs; the default is 120 s
@@ -113,12 +114,54 @@ def test_a_lost_process_stops_the_run_with_one_line_and_the_resume_continues_exa
     np.testing.assert_allclose(energies(after), energies(uninterrupted), rtol=2e-5)
 
 
+@pytest.mark.slow
+def test_a_lost_process_stops_an_evaluation_too_and_the_resume_finishes_it(tmp_path):
+    """Evaluation runs in training's host loop: a killed peer stops the survivor with the
+    same line (naming the evaluation's resume command) and exit code 75."""
+    run = trained_run(tmp_path)
+    argv = ("evaluate", run, "--steps", "100000", "--burn-in-steps", "1", "--checkpoint-every",
+            "3", "--quiet", "--peer-timeout", str(PEER_TIMEOUT_S), "--coordinator",
+            f"127.0.0.1:{free_port()}")  # fmt: skip
+    procs = {i: start(*argv, "--num-processes", "2", "--process-id", str(i)) for i in (1, 0)}
+    try:
+        deadline = time.monotonic() + 300
+        while checkpoint.newest_complete(run / "eval") is None:
+            for p in procs.values():
+                assert p.poll() is None, p.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint after 300 s"
+            time.sleep(0.1)
+        os.kill(procs[1].pid, signal.SIGKILL)
+        signalled = time.monotonic()
+        _, stderr = procs[0].communicate(timeout=BOUND_S + 120)
+        seconds = time.monotonic() - signalled
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert procs[0].returncode == peers.EXIT_CODE, stderr[-3000:]
+    assert seconds < BOUND_S, f"{seconds:.1f} s"
+    last = stderr.strip().splitlines()[-1]
+    found = re.fullmatch(
+        r"psijax: error: lost process 1 of 2 \((.+)\) after step (\d+); the newest intact "
+        rf"checkpoint is step (\d+); continue with: psijax evaluate {re.escape(str(run))} "
+        "--resume",
+        last,
+    )
+    assert found, last
+    saved = int(found.group(3))
+    assert saved == checkpoint.newest_complete(run / "eval")
+    resumed = psijax("evaluate", run, "--resume", "--steps", str(saved + 3), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [int(r["step"]) for r in metrics(run / "eval")] == list(range(saved + 3))
+
+
 WATCHED = """
 import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("peers", {path!r})  # alone: no JAX to import
 peers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(peers)
-watch = peers.PeerWatch("RUN", {timeout}, process=0, processes=2, step=7,
+watch = peers.PeerWatch("psijax train --resume RUN", {timeout}, process=0, processes=2, step=7,
                   newest_checkpoint=lambda: 6, before_exit=lambda: print("rows flushed"))
 with watch:
     watch.arm()
@@ -208,8 +251,8 @@ def test_jax_aborts_only_after_the_watchdog_has_spoken():
 
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])
 def test_a_bad_peer_timeout_is_bad_input(value, monkeypatch):
-    from psijax import distributed
     from psijax.errors import InputError
+    from psijax.parallel import distributed
 
     monkeypatch.setenv(peers.ENV, value)
     with pytest.raises(InputError, match=r"PSIJAX_PEER_TIMEOUT|peer timeout"):

@@ -9,8 +9,14 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from psijax.mcmc import adapt_width, electrons_per_atom, init_walkers, metropolis
-from psijax.sampler import Metropolis, burn_in
+from psijax.sampling import (
+    Metropolis,
+    adapt_width,
+    burn_in,
+    electrons_per_atom,
+    init_walkers,
+    metropolis,
+)
 from psijax.system import from_atom_string, preset
 
 MOLECULES = {

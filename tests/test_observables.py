@@ -12,8 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from psijax import laplacian, observables
-from psijax.hamiltonian import coulomb_potential, make_local_energy
+from psijax import hamiltonian, laplacian
+from psijax.estimators import observables
+from psijax.estimators.dipole import Dipole
+from psijax.estimators.forces import Forces
 from psijax.system import from_atom_string, preset
 from psijax.types import Psi
 
@@ -27,6 +29,13 @@ def _x64():
 RNG = np.random.default_rng(1234)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    """Every test draws the same samples whatever ran before it (xdist orders tests freely)."""
+    global RNG
+    RNG = np.random.default_rng(1234)
+
+
 def slater_1s(rng, n: int, zeta: float, center=(0.0, 0.0, 0.0)) -> np.ndarray:
     """n points from |exp(-zeta |r - center|)|^2: radius ~ Gamma(3, 1 / (2 zeta))."""
     radius = rng.gamma(3.0, 1.0 / (2.0 * zeta), n)
@@ -36,8 +45,11 @@ def slater_1s(rng, n: int, zeta: float, center=(0.0, 0.0, 0.0)) -> np.ndarray:
 
 
 def local_values(names, molecule, apply, walkers, params=None):
+    """Every column of ``names`` per walker, as evaluation computes them for ``apply``."""
     observed = observables.build(observables.parse(list(names)), molecule)
-    local = observables.make_local_values(apply, observed, laplacian.Forward())
+    energy = hamiltonian.molecular(molecule, laplacian.Forward())
+    psi = hamiltonian.PsiFunctions(lambda p, r: apply(p, r).log_abs, apply)
+    local = observables.local_values(energy, psi, observed)
     out = jax.jit(jax.vmap(functools.partial(local, params)))(jnp.asarray(walkers))
     return {k: np.asarray(v) for k, v in out.items()}
 
@@ -75,7 +87,7 @@ def test_hydrogen_ground_state_components_are_exact_for_every_walker():
 def test_helium_product_state_gives_the_first_order_energy_components():
     """psi = exp(-2 r1 - 2 r2) for He: per walker, kinetic = sum_i (-2 + 2 / r_i) and
     V_en = -sum_i 2 / r_i; on average <T> = 4, <V_en> = -8, <V_ee> = 5 zeta / 8 = 1.25."""
-    n, zeta = 4000, 2.0
+    n, zeta = 16000, 2.0
     walkers = np.stack([slater_1s(RNG, n, zeta), slater_1s(RNG, n, zeta)], axis=1)
     apply = product_of_1s([zeta, zeta], np.zeros((2, 3)))
     values = local_values(["energy"], preset("He"), apply, walkers)
@@ -85,12 +97,15 @@ def test_helium_product_state_gives_the_first_order_energy_components():
     assert_mean(values["kinetic"], zeta**2, max_error=0.15)
     assert_mean(values["electron_electron"], 5 * zeta / 8, max_error=0.02)
     assert_mean(values["energy"], -2.75, max_error=0.02)
-    # the parts add up to the training's local energy
-    local_energy = make_local_energy(
-        lambda p, r: apply(p, r).log_abs, coulomb_potential(preset("He")), laplacian.Forward()
+    # the parts add up to the energy, which is the training's local energy
+    parts = sum(values[c] for c in ("kinetic", "electron_nucleus", "electron_electron",
+                                    "nucleus_nucleus"))  # fmt: skip
+    np.testing.assert_allclose(values["energy"], parts, rtol=1e-10)
+    local_energy = hamiltonian.molecular(preset("He"), laplacian.Forward()).local_energy(
+        lambda p, r: apply(p, r).log_abs
     )
     e = jax.vmap(lambda r: local_energy(None, r))(jnp.asarray(walkers[:64]))
-    np.testing.assert_allclose(values["energy"][:64], e, rtol=1e-10)
+    np.testing.assert_allclose(values["energy"][:64], e, rtol=1e-12)
 
 
 def test_closed_shell_product_state_has_zero_spin_at_every_walker():
@@ -197,7 +212,7 @@ def test_dipole_in_debye_and_its_magnitude():
         "dipole_y": {"mean": 0.3, "error": 0.02},
         "dipole_z": {"mean": 0.4, "error": 0.02},
     }
-    derived = observables.Dipole(preset("LiH")).derived(means)
+    derived = Dipole(preset("LiH")).derived(means)
     assert derived["dipole_magnitude"]["mean"] == pytest.approx(0.5)
     assert derived["dipole_magnitude_debye"]["mean"] == pytest.approx(0.5 * 2.541746473)
     assert derived["dipole_magnitude"]["error"] == pytest.approx(0.02)
@@ -234,7 +249,7 @@ def test_zero_variance_force_of_a_displaced_cloud_is_its_field_at_the_nucleus():
 
 def test_nuclear_repulsion_forces_push_the_nuclei_apart():
     h2 = from_atom_string("H 0 0 -0.7; H 0 0 0.7")
-    forces = observables.Forces(h2).nuclear_forces()
+    forces = Forces(h2).nuclear_forces()
     np.testing.assert_allclose(forces, [[0, 0, -1 / 1.96], [0, 0, 1 / 1.96]], rtol=1e-12)
 
 
@@ -255,9 +270,11 @@ def total_forces(molecule, apply_at, walkers):
     std / sqrt(n) the error), the Hellmann-Feynman part, the energy, and the combined step
     value that evaluation writes."""
     nuclei = jnp.asarray(molecule.nuclear_positions)
-    observed = (observables.Energy(molecule), observables.Forces(molecule, apply_at))
+    observed = (Forces(molecule, apply_at),)
     apply = lambda p, r: apply_at(p, r, nuclei)
-    local = observables.make_local_values(apply, observed, laplacian.Forward())
+    psi = hamiltonian.PsiFunctions(lambda p, r: apply(p, r).log_abs, apply)
+    energy = hamiltonian.molecular(molecule, laplacian.Forward())
+    local = observables.local_values(energy, psi, observed)
     values = jax.jit(jax.vmap(functools.partial(local, None)))(jnp.asarray(walkers))
     means = {k: jnp.mean(v) for k, v in values.items()}
     n = jnp.asarray(float(len(walkers)))

@@ -11,9 +11,10 @@ from jax.sharding import PartitionSpec as P
 from pyscf import scf
 
 from psijax.ansatz import FermiNet
-from psijax.mcmc import init_walkers
-from psijax.run.pretrain import HartreeFock, hartree_fock, hf_orbitals, pretrain, pretrain_loss
+from psijax.sampling import init_walkers
 from psijax.system import preset
+from psijax.system.scf import HartreeFock, hartree_fock, hf_orbitals
+from psijax.training.pretrain import pretrain, pretrain_loss
 
 TINY = {"layers": ((8, 4),), "n_determinants": 2}
 
@@ -36,7 +37,7 @@ def test_hartree_fock_energies_and_occupations():
 
 
 def test_unconverged_hartree_fock_warns_in_the_log(caplog):
-    with caplog.at_level(logging.WARNING, logger="psijax.run.pretrain"):
+    with caplog.at_level(logging.WARNING, logger="psijax.system.scf"):
         hf = hartree_fock(preset("LiH"), max_cycle=2)
     assert not hf.converged
     assert "did not converge" in caplog.text

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from psijax.run.progress import Progress, describe_estimate, running_estimate
-from psijax.stats import blocking_estimate
+from psijax.statistics.blocking import blocking_estimate
 
 
 class Terminal(io.StringIO):

@@ -12,7 +12,7 @@ from test_spring import reference
 from test_step import setup
 
 from psijax import optim, parallel
-from psijax.hlo import collectives
+from psijax.parallel.hlo import collectives
 
 
 @pytest.mark.parametrize("n_devices", [2, 4])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from psijax.stats import (
+from psijax.statistics.blocking import (
     Estimate,
     blocking_estimate,
     reblock,

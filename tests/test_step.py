@@ -9,28 +9,28 @@ import numpy as np
 import optax
 import pytest
 
-from psijax import laplacian, mcmc, optim, parallel, system
+from psijax import hamiltonian, laplacian, optim, parallel, sampling, system
 from psijax.ansatz import FermiNet
-from psijax.batching import map_walkers
-from psijax.hamiltonian import coulomb_potential, make_local_energy
-from psijax.loss import make_energy_loss
+from psijax.optim.gradient import make_energy_loss
+from psijax.parallel.batching import map_walkers
 from psijax.run.loop import run_steps
-from psijax.run.state import train_state
-from psijax.run.step import StepConfig, make_step
+from psijax.training.state import train_state
+from psijax.training.step import StepConfig, make_step
 
 MOL = system.preset("LiH")
 NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.tolist())),
                layers=((8, 4),), n_determinants=2)  # fmt: skip
-LOCAL_ENERGY = make_local_energy(NET.log_abs, coulomb_potential(MOL), laplacian.Forward())
+LOCAL_ENERGY = hamiltonian.molecular(MOL, laplacian.Forward()).local_energy(NET)
 
 
 def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16, config=None):
     mesh = parallel.make_mesh(n_devices)
     params = NET.init(jax.random.PRNGKey(0))
-    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers)
+    walkers = sampling.init_walkers(jax.random.PRNGKey(1), MOL, n_walkers)
     state = train_state(NET, optimizer, params, walkers, jax.random.PRNGKey(2), mesh=mesh)
-    config = config if config is not None else StepConfig(n_moves=2)
-    return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state), state
+    config = config if config is not None else StepConfig()
+    sampler = sampling.Metropolis(2)
+    return make_step(NET.log_abs, local_energy, optimizer, config, mesh, state, sampler), state
 
 
 @pytest.mark.compat
@@ -78,7 +78,7 @@ def test_an_all_nonfinite_step_is_rejected_and_params_kept():
 
 def test_vmc_gradient_estimator_matches_its_formula():
     params = NET.init(jax.random.PRNGKey(0))
-    walkers = mcmc.init_walkers(jax.random.PRNGKey(1), MOL, 8)
+    walkers = sampling.init_walkers(jax.random.PRNGKey(1), MOL, 8)
     loss = make_energy_loss(NET.log_abs, LOCAL_ENERGY, clip_scale=None)
     # jitted: run eagerly, every operation of the Laplacian compiles on its own (minutes)
     (_, stats), grad = jax.jit(jax.value_and_grad(loss, has_aux=True))(params, walkers)
@@ -94,7 +94,7 @@ def test_vmc_gradient_estimator_matches_its_formula():
 
 
 def test_lost_walkers_restart_from_a_healthy_one():
-    from psijax.run.step import reset_lost_walkers
+    from psijax.sampling import reset_lost_walkers
 
     walkers = jnp.arange(4 * 2 * 3, dtype=jnp.float32).reshape(4, 2, 3)
     walkers = walkers.at[0, 1, 2].set(jnp.nan)
@@ -126,7 +126,7 @@ def test_walker_chunks_give_the_same_energies_on_one_and_four_devices():
     """64 walkers in chunks of 32 (on 4 devices: 8 per device, strided over the devices)."""
     energies = {}
     for n in (1, 4):
-        config = StepConfig(n_moves=2, chunk_size=32)
+        config = StepConfig(chunk_size=32)
         step, state = setup(n, optim.spring(), n_walkers=64, config=config)
         energies[n] = [m["energy"] for m in run_steps(step, state, 2)[1]]
     np.testing.assert_allclose(energies[1], energies[4], rtol=1e-5)
@@ -135,7 +135,7 @@ def test_walker_chunks_give_the_same_energies_on_one_and_four_devices():
 def test_strided_chunks_match_vmap_and_keep_the_walker_sharding():
     mesh = parallel.make_mesh(4)
     walkers = jax.device_put(
-        mcmc.init_walkers(jax.random.PRNGKey(1), MOL, 32), parallel.walker_sharding(mesh)
+        sampling.init_walkers(jax.random.PRNGKey(1), MOL, 32), parallel.walker_sharding(mesh)
     )
     params = NET.init(jax.random.PRNGKey(0))
     # In float64: two differently fused float32 programs differ by ~1e-6 (seen: 1.3e-6 on

@@ -11,8 +11,8 @@ import pytest
 
 import psijax
 from psijax.errors import InputError
-from psijax.run import checkpoint
-from psijax.stopping import StopRule, first_stop
+from psijax.rundir import checkpoint
+from psijax.statistics.stopping import StopRule, first_stop
 
 
 def ar1(rng, n, sigma, rho):

@@ -13,8 +13,8 @@ from psijax import system
 from psijax.errors import InputError
 from psijax.system import BOHR_PER_ANGSTROM, Molecule
 
-# A copy of shared/reference/energies.csv (data rows), so the test runs without the shared folder;
-# test_reference_copy_matches_shared_file checks the copy whenever the shared file is present.
+# The reference systems and energies (Hartree; non-relativistic, fixed nuclei, bond lengths in
+# bohr along z) with their sources: the presets must carry exactly these.
 REFERENCE_CSV = """\
 system,atoms,bond_bohr,charge,spin,exact,ferminet,source_exact
 H,H,,0,1,-0.5,,analytic
@@ -32,15 +32,7 @@ Li2,Li Li,5.051,0,0,-14.9954,-14.99475,estimated exact
 N2,N N,2.068,0,0,-109.5423,-109.5388,estimated exact
 """
 REFERENCE = list(csv.DictReader(io.StringIO(REFERENCE_CSV)))
-SHARED_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "energies.csv"
 Z = {"H": 1, "He": 2, "Li": 3, "Be": 4, "B": 5, "C": 6, "N": 7, "O": 8, "Ne": 10}
-
-
-def test_reference_copy_matches_shared_file():
-    if not SHARED_CSV.is_file():
-        pytest.skip(f"{SHARED_CSV} is not present outside the development checkout")
-    lines = [ln for ln in SHARED_CSV.read_text().splitlines() if ln and not ln.startswith("#")]
-    assert lines == REFERENCE_CSV.splitlines()
 
 
 def test_presets_list_all_reference_systems():
@@ -58,6 +50,7 @@ def test_preset_matches_reference_row(row):
     assert mol.n_electrons == sum(Z[s] for s in symbols) - mol.charge
     assert mol.n_up - mol.n_down == mol.spin and mol.n_up + mol.n_down == mol.n_electrons
     assert mol.exact_energy == float(row["exact"])
+    assert system.presets.SOURCES[row["system"]] == row["source_exact"]
     np.testing.assert_array_equal(mol.nuclear_positions[0], [0.0, 0.0, 0.0])
     if row["bond_bohr"]:
         np.testing.assert_array_equal(mol.nuclear_positions[1], [0.0, 0.0, float(row["bond_bohr"])])
@@ -198,9 +191,12 @@ def test_fingerprint_is_short_stable_and_discriminating():
     assert len({fp, *(m.fingerprint() for m in others)}) == 1 + len(others)
 
 
-def test_module_does_not_import_jax_itself():
-    source = Path(system.__file__).read_text()
-    assert "import jax" not in source and "from jax" not in source
+def test_molecules_do_not_import_jax():
+    """Parsing and checking a molecule needs no JAX (only the JAX orbitals of scf.py do)."""
+    for path in Path(system.__file__).parent.glob("*.py"):
+        if path.name != "scf.py":
+            source = path.read_text()
+            assert "import jax" not in source and "from jax" not in source, path.name
 
 
 def _mol(text: str, **kw):

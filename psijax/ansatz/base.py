@@ -92,3 +92,8 @@ class MolecularAnsatz:
 )
 def _jitted_init(net: MolecularAnsatz, key: Array, dtype) -> Params:
     return net._init(key, dtype)
+
+
+def nuclei_of(molecule) -> tuple[tuple[float, float, float], ...]:
+    """The nuclear positions of a ``psijax.Molecule`` as the static field an ansatz holds."""
+    return tuple(map(tuple, molecule.nuclear_positions.tolist()))

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.base import MolecularAnsatz
+from psijax.ansatz.base import MolecularAnsatz, nuclei_of
 from psijax.types import Array, Params, Psi
 
 
@@ -114,3 +114,10 @@ class FermiNet(MolecularAnsatz):
         widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
         kind = "full" if self.full_det else "spin-block"
         return f"FermiNet [{widths}], {self.n_determinants} {kind} determinants"
+
+
+def from_config(molecule, config) -> FermiNet:
+    return FermiNet(
+        molecule.n_up, molecule.n_down, nuclei_of(molecule),
+        layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
+    )  # fmt: skip

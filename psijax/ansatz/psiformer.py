@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.base import MolecularAnsatz
+from psijax.ansatz.base import MolecularAnsatz, nuclei_of
 from psijax.types import Array, Params, Psi
 
 
@@ -157,3 +157,12 @@ def _layer_norm(x: Array, p: Params, eps: float = 1e-5) -> Array:
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(var + eps) * p["scale"] + p["offset"]
+
+
+def from_config(molecule, config) -> PsiFormer:
+    return PsiFormer(
+        molecule.n_up, molecule.n_down, nuclei_of(molecule),
+        layers=config.attention_layers, heads=config.attention_heads,
+        head_dim=config.attention_head_dim, n_determinants=config.determinants,
+        full_det=config.full_det, layer_norm=config.layer_norm, jastrow=config.jastrow,
+    )  # fmt: skip

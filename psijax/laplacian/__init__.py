@@ -7,7 +7,7 @@ through every operator.
 
 Every operator is correct and differentiable, for any function built from JAX
 primitives, with no mesh, under ``jit`` with walkers sharded on an Auto mesh, on
-Explicit meshes (batched by ``jax.vmap`` or ``psijax.batching.map_walkers``) and
+Explicit meshes (batched by ``jax.vmap`` or ``psijax.parallel.batching.map_walkers``) and
 inside ``shard_map``. docs/laplacian.md says which to pick; docs/compatibility.md
 lists the upstream defects psijax works around, each with a minimal reproducer.
 """

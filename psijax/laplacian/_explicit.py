@@ -148,5 +148,5 @@ def _refuse_hidden_explicit(f: ScalarFn, x: Array, seen: list) -> None:
                 f"that reaches a {jax.typeof(const).str_short()} array on that mesh through "
                 "something psijax cannot open (a global, an object attribute); pass such "
                 "arrays as arguments, e.g. op(functools.partial(fn, params)), or batch with "
-                "psijax.batching.map_walkers, or call the operator inside jax.shard_map"
+                "psijax.parallel.batching.map_walkers, or call the operator inside jax.shard_map"
             )

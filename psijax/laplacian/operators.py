@@ -17,9 +17,9 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from psijax._vma import like_varying
 from psijax.laplacian._explicit import Derivatives, on_auto_axes
 from psijax.laplacian._folx import forward_laplacian
+from psijax.parallel.vma import like_varying
 from psijax.types import Array, ScalarFn
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import optax
 
 # Per-walker d log|psi| / d params, flattened like ``ravel_pytree(params)``: [walkers, P];
-# a ``psijax.jacobian.Blocked`` (products only) when the run asks for jacobian blocks.
+# a ``psijax.optim.jacobian.Blocked`` (products only) when the run asks for jacobian blocks.
 JACOBIAN = "jacobian"
 # Clipped local energies minus their mean, 0 for dropped walkers: [walkers].
 CENTERED_ENERGIES = "centered_energies"

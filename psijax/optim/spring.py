@@ -14,7 +14,7 @@ With walkers sharded over d devices (``mesh`` given), no device holds or moves t
 parts are summed (``psum`` of W x W); every device solves the small system and turns its
 column block into its slice of phi. Per-device memory and traffic fall as 1/d
 (benchmarks/step_scale.py; tests/test_spring_layout.py). On a device that cannot hold the
-jacobian at all, the step hands SPRING a ``psijax.jacobian.Blocked`` instead
+jacobian at all, the step hands SPRING a ``psijax.optim.jacobian.Blocked`` instead
 (``--jacobian-blocks B``): the same products, formed in B parameter blocks.
 """
 
@@ -28,8 +28,9 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, PartitionSpec
 
-from psijax.jacobian import Blocked, Dense
+from psijax import registry
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, Optimizer
+from psijax.optim.jacobian import Blocked, Dense
 from psijax.optim.schedules import inverse_decay
 from psijax.types import Array
 
@@ -40,22 +41,25 @@ class SpringState(NamedTuple):
 
 
 def spring(
-    learning_rate: float = 0.02,
+    learning_rate: float | None = None,
     decay_steps: float = 1000.0,
     damping: float = 1e-3,
     momentum: float = 0.99,
     max_norm: float = 0.1,
 ) -> Optimizer:
-    """SPRING as an optax-style transformation that needs the per-walker jacobian.
+    """SPRING as an optax-style transformation that needs the per-walker jacobian; the
+    learning rate defaults to its ``psijax.registry`` entry's.
 
     ``update(grads, state, params, *, jacobian, centered_energies)`` where
     ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
-    flattened like ``ravel_pytree(params)``) or a ``psijax.jacobian.Blocked``, and
+    flattened like ``ravel_pytree(params)``) or a ``psijax.optim.jacobian.Blocked``, and
     ``centered_energies`` is ``[walkers]`` (clipped E_L minus its mean, 0 for dropped
     walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
     the walkers are split along) the system is assembled from parameter blocks, see the
     module doc.
     """
+    if learning_rate is None:
+        learning_rate = registry.OPTIMIZERS["spring"].learning_rate
     schedule = inverse_decay(learning_rate, decay_steps)
 
     def init(params) -> SpringState:
@@ -94,7 +98,7 @@ def _direction(
     momentum: float,
     axis: str | None = None,
 ) -> Array:
-    """phi from J (all W walkers) given by its products (psijax/jacobian.py).
+    """phi from J (all W walkers) given by its products (psijax/optim/jacobian.py).
 
     ``previous`` is ``[P]``; with ``axis`` (inside ``shard_map``) each device holds a block
     of columns ``Dense([W, P / d])`` and the matching block of ``previous``, and gets its
@@ -106,7 +110,7 @@ def _direction(
     scale = 1.0 / jnp.sqrt(jnp.asarray(n, dtype))
     total = (lambda x: x) if axis is None else functools.partial(jax.lax.psum, axis_name=axis)
     # O = C J / sqrt(n) with C = I - 1 1^T / n: O O^T = C J J^T C / n, O v = C J v / sqrt(n)
-    # and x^T O = x^T C J / sqrt(n), the three products psijax/jacobian.py provides.
+    # and x^T O = x^T C J / sqrt(n), the three products psijax/optim/jacobian.py provides.
     zeta = -centered * scale - momentum * scale * total(jacobian.centered_matvec(previous))
     solve_dtype = jnp.float64 if jax.config.jax_enable_x64 else dtype
     gram = total(jacobian.centered_gram(solve_dtype)) / n
@@ -194,3 +198,7 @@ def _cholesky_unblocked(a: Array) -> Array:
         return a - col[:, None] * col[None, :], lower.at[:, j].set(col)
 
     return jax.lax.fori_loop(0, n, column, (a, jnp.zeros_like(a)))[1]
+
+
+def from_config(config) -> Optimizer:
+    return spring(learning_rate=registry.learning_rate(config), decay_steps=config.decay_steps)

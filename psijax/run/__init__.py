@@ -1,3 +1,2 @@
-"""The jobs around the wavefunction: training (``train``: state, pretraining, the jitted
-``step``, the host ``loop``), evaluation (``evaluate``, ``eval_step``, ``eval_report``),
-and what they share: checkpoints, the run directory, progress and reports."""
+"""What the training and evaluation jobs share on the host: the loop around the jitted step,
+the progress display and JAX's compilation cache."""

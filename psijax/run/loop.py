@@ -1,13 +1,17 @@
-"""The training loop around the jitted step: metrics one step late, checkpoints, signals, faults.
+"""The one host loop around a jitted step, for training and evaluation alike.
 
 Step ``i + 1`` is dispatched before the metrics of step ``i`` are fetched, so the host never
 makes the device wait for logging. Checkpoints are taken every ``every_steps`` steps and
 every ``every_minutes`` minutes, and at the end; SIGTERM and SIGINT write one and stop
-cleanly (``Interrupted``). A step whose energy, gradient or parameters are not finite is
-rejected inside the step; ``max_rejected`` rejections in a row stop the run
-(``TrainingError``) and leave the last good checkpoint as it was. ``converged`` (e.g. the
---target-error rule) may end the run early, with a checkpoint. With several processes
-every decision is taken jointly, so all processes save, stop and fail together.
+cleanly (``Interrupted``). A step marks itself rejected (its ``rejected`` metric: training's
+update with a non-finite energy, gradient or parameter, an evaluation step without a walker
+of finite local energy); ``max_rejected`` rejections in a row stop the run
+(``TrainingError``) and leave the last good checkpoint as it was. ``converged`` (the
+--target-error rule) may end the run early, with a checkpoint. With several processes every
+decision is taken jointly, so all processes save, stop and fail together, and ``watch``
+(``psijax.parallel.peers.PeerWatch``) stops every survivor with one line when a process is
+lost. Metrics may be scalars (fetched as floats) or per-walker arrays (fetched whole, as
+numpy arrays, from every process).
 """
 
 from __future__ import annotations
@@ -17,37 +21,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from psijax.errors import PsijaxError
-from psijax.run.checkpoint import Checkpoints
-from psijax.run.step import Metrics
-from psijax.types import TrainState
+from psijax import parallel
+from psijax.errors import Interrupted, TrainingError
+from psijax.parallel.distributed import peer_timeout
+from psijax.parallel.peers import PeerWatch
+from psijax.rundir import checkpoint
+from psijax.types import Metrics, PyTree
 
 # With several processes the stop/save decision costs a collective; take it this often.
 SYNC_EVERY = 10
-
-
-class TrainingError(PsijaxError):
-    """Training cannot go on (e.g. every update is rejected). The CLI exits with code 3."""
-
-
-class Interrupted(PsijaxError):
-    """SIGTERM or SIGINT arrived; a checkpoint at ``step`` was written (if ``saved``)."""
-
-    def __init__(self, signum: int, step: int, saved: bool):
-        self.signum, self.step, self.saved = signum, step, saved
-        self.out = "DIR"  # the run directory, filled in by psijax.run.train.train
-        name = signal.Signals(signum).name
-        what = (
-            f"checkpoint written at step {step}"
-            if saved
-            else "no checkpoint written (none configured, or the newest steps were rejected)"
-        )
-        super().__init__(f"{name} received: {what}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,18 +45,29 @@ class CheckpointPolicy:
     keep: int = 3
 
 
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """What a rejected step means, and what to do when too many come in a row."""
+
+    means: str = "were rejected for non-finite energies, gradients or parameters"
+    fix: str = "lower the learning rate or check the molecule, then --resume"
+
+
 @dataclasses.dataclass
 class HostLoop:
     """Runs ``step`` from ``state.step`` up to ``n_steps``; see the module docstring."""
 
-    step: Callable[[TrainState], tuple[TrainState, Metrics]]
+    step: Callable[[PyTree], tuple[PyTree, Metrics]]
     n_steps: int
-    on_metrics: Callable[[int, dict[str, float]], None]
-    checkpoints: Checkpoints | None = None
+    on_metrics: Callable[[int, dict[str, Any]], None]
+    checkpoints: checkpoint.Checkpoints | None = None
     identity: dict[str, Any] = dataclasses.field(default_factory=dict)
     policy: CheckpointPolicy = CheckpointPolicy()
     max_rejected: int = 20
+    rejection: Rejection = Rejection()
     signals: StopSignals | None = None
+    watch: PeerWatch | None = None
+    resume: str = ""  # the command that continues the run, for Interrupted
     before_save: Callable[[], None] | None = None  # e.g. make the metrics rows durable
     # Checked every SYNC_EVERY steps on the metrics so far: a reason to end the run early
     # (e.g. the energy has converged), or None. Only process 0's answer counts.
@@ -76,7 +75,19 @@ class HostLoop:
     converged_at: int | None = dataclasses.field(default=None, init=False)
     converged_reason: str | None = dataclasses.field(default=None, init=False)
 
-    def run(self, state: TrainState, start: int) -> TrainState:
+    def run(self, state: PyTree, start: int) -> PyTree:
+        if self.watch is not None:
+            self.watch.arm()
+        try:
+            return self._run(state, start)
+        except Interrupted:
+            raise
+        except Exception as err:
+            if self.watch is not None:
+                self.watch.check(err)  # a peer is gone: one line and exit code 75
+            raise
+
+    def _run(self, state: PyTree, start: int) -> PyTree:
         self._rejected_in_a_row = 0
         self._last_save = time.monotonic()
         pending: tuple[int, Metrics] | None = None
@@ -86,33 +97,37 @@ class HostLoop:
                 self._emit(*pending)
             pending = (i, metrics)
             done = i + 1
+            if self.converged is not None and done % SYNC_EVERY == 0:
+                self._emit(*pending)  # the stop rule sees every step so far
+                pending = None
             stop, due, converged = self._decide(done)
             if converged and not stop:
                 self.converged_at = done
                 break
             saved = False
             if stop or due:
-                self._emit(*pending)
-                pending = None
+                if pending is not None:
+                    self._emit(*pending)
+                    pending = None
                 saved = self._save_if_good(state)
             if stop:
                 if self.checkpoints is not None:
                     self.checkpoints.wait()
-                raise Interrupted(self.signals.received, done, saved)
+                raise Interrupted(self.signals.received, done, saved, self.resume)
         if pending is not None:
             self._emit(*pending)
         if start < self.n_steps:
             self._save_if_good(state)
         return state
 
-    def _save_if_good(self, state: TrainState) -> bool:
+    def _save_if_good(self, state: PyTree) -> bool:
         """Checkpoint unless the newest steps were rejected (their walkers may be bad)."""
         if self.checkpoints is None or self._rejected_in_a_row:
             return False
         self.save(state)
         return True
 
-    def save(self, state: TrainState) -> None:
+    def save(self, state: PyTree) -> None:
         if self.before_save is not None:
             self.before_save()
         if self.checkpoints is not None:
@@ -143,23 +158,49 @@ class HostLoop:
         return stop, by_steps or by_time, converged
 
     def _emit(self, i: int, metrics: Metrics) -> None:
-        host = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        host = fetch(metrics)
         self.on_metrics(i, host)
+        if self.watch is not None:
+            self.watch.beat(i + 1)  # a completed step: every process is alive
         self._rejected_in_a_row = self._rejected_in_a_row + 1 if host.get("rejected") else 0
         if self._rejected_in_a_row >= self.max_rejected:
             where = ""
             if self.checkpoints is not None and self.checkpoints.latest() is not None:
                 where = f"; the last good checkpoint is step {self.checkpoints.latest()}"
             raise TrainingError(
-                f"{self._rejected_in_a_row} steps in a row (up to step {i}) were rejected for "
-                f"non-finite energies, gradients or parameters{where}; lower the learning "
-                "rate or check the molecule, then --resume"
+                f"{self._rejected_in_a_row} steps in a row (up to step {i}) "
+                f"{self.rejection.means}{where}; {self.rejection.fix}"
             )
 
 
+def fetch(metrics: Metrics) -> dict[str, Any]:
+    """One step's metrics on the host: scalars as floats, per-walker arrays whole (a
+    collective where they are split over processes)."""
+    scalars = {k: v for k, v in metrics.items() if np.ndim(v) == 0}
+    host: dict[str, Any] = {k: float(v) for k, v in jax.device_get(scalars).items()}
+    for k, v in metrics.items():
+        if k not in host:
+            host[k] = parallel.to_host(v)
+    return {k: host[k] for k in metrics}
+
+
+def peer_watch(out: Path, start: int, before_exit, resume: str) -> PeerWatch:
+    """The watch over the other processes of a run in ``out`` (idle for a single process);
+    ``resume`` is the command that continues it."""
+    return PeerWatch(
+        resume,
+        peer_timeout() if jax.process_count() > 1 else 0.0,
+        process=jax.process_index(),
+        processes=jax.process_count(),
+        step=start,
+        newest_checkpoint=lambda: checkpoint.newest_complete(out),
+        before_exit=before_exit,
+    )
+
+
 def run_steps(
-    step: Callable[[TrainState], tuple[TrainState, Metrics]], state: TrainState, n_steps: int
-) -> tuple[TrainState, list[dict[str, float]]]:
+    step: Callable[[PyTree], tuple[PyTree, Metrics]], state: PyTree, n_steps: int
+) -> tuple[PyTree, list[dict[str, Any]]]:
     """``n_steps`` steps with no checkpoints or signals: the last state and every step's
     metrics on the host (fetched one step late, as in a run)."""
     rows: list[dict[str, float]] = []

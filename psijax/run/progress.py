@@ -24,8 +24,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from psijax import estimators
-from psijax.stats import MIN_BLOCKING_LENGTH, Estimate, tail_estimate
+from psijax.estimators import training
+from psijax.statistics.blocking import (
+    MIN_BLOCKING_LENGTH,
+    Estimate,
+    blocking_estimate,
+    tail_estimate,
+)
 
 
 def describe_estimate(est: Estimate) -> str:
@@ -79,7 +84,7 @@ class Progress:
         self._start = 0
         self._live = False  # a live (unterminated) line is on the terminal
         self.rejected = 0
-        self.shown = [c for c in estimators.columns() if c.show is not None]
+        self.shown = [c for c in training.columns() if c.show is not None]
 
     def _terminal_columns(self) -> int:
         """The width of the terminal this display writes to (stdout may be a file)."""
@@ -172,3 +177,22 @@ def _duration(seconds: float) -> str:
     if seconds < 6000:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+class EvalProgress(Progress):
+    """The progress line of an evaluation: the current estimate and its error bar."""
+
+    def step(self, i: int, m: dict[str, float], energies=None) -> None:
+        now = time.perf_counter()
+        if not (i + 1 == self.total or now - self._last > (0.2 if self.tty else 5.0)):
+            return
+        per_step = (now - self._t0) / max(i + 1, 1)
+        finite = [e for e in energies or [] if math.isfinite(e)]
+        est = str(blocking_estimate(finite)) if len(finite) >= 2 else f"{m['energy']:.5f}"
+        text = (
+            f"eval {i + 1}/{self.total}  E {est}  var {m['variance']:.4f}  "
+            f"acc {m['acceptance']:.2f}  {per_step:.3f} s/step"
+        )
+        if "s2" in m:
+            text += f"  S2 {m['s2']:.3f}"
+        self._maybe(i, lambda: text)

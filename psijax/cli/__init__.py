@@ -1,0 +1,5 @@
+"""The ``psijax`` command (``psijax.cli.main``)."""
+
+from psijax.cli.main import main
+
+__all__ = ["main"]

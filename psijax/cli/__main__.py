@@ -1,0 +1,5 @@
+import sys
+
+from psijax.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,212 @@
+"""The flags of ``psijax train``, generated from ``psijax.config.Config``.
+
+Every field of ``Config`` is a flag: ``steps`` is ``--steps``, ``mcmc_moves`` is
+``--mcmc-moves``. The flag's type and its default come from the dataclass; choices come
+from the config's tables (``OPTIMIZERS``, ``LAPLACIANS``). Only the one-line descriptions
+live here (``HELP``); a test checks that every field has one. Flags default to ``None`` so
+that only the flags given override a config file or a resumed run's config; argparse
+checks only that a value parses (number, widths), and ``Config`` checks ranges and names,
+so a flag and a config-file key give the same error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import types
+import typing
+from typing import Any
+
+from psijax import config as config_lib
+from psijax import registry
+
+HELP = {
+    "system": "preset (H2, LiH, N2, ...), atom string 'Li 0 0 0; H 0 0 3.015' or .xyz path",
+    "charge": "net charge",
+    "spin": "n_up - n_down",
+    "unit": "unit of atom-string coordinates",
+    "basis": "basis for Hartree-Fock pretraining",
+    "steps": "training steps",
+    "walkers": "walkers (a multiple of the device count)",
+    "pretrain_steps": "Hartree-Fock pretraining steps (0: none)",
+    "burn_in_steps": "MCMC burn-in steps before training",
+    "optimizer": "optimizer",
+    "learning_rate": "initial learning rate",
+    "decay_steps": "learning rate decays as lr / (1 + step / decay_steps)",
+    "laplacian": "Laplacian operator for the kinetic energy",
+    "ansatz": "wavefunction",
+    "layers": "FermiNet widths (one-electron x two-electron) per layer",
+    "attention_layers": "PsiFormer self-attention layers",
+    "attention_heads": "PsiFormer attention heads per layer",
+    "attention_head_dim": "PsiFormer width of each attention head",
+    "layer_norm": "PsiFormer LayerNorm before attention and MLP",
+    "jastrow": "PsiFormer electron-electron cusp Jastrow factor",
+    "determinants": "determinants summed in psi",
+    "full_det": "one N x N determinant per term (false: up x down determinants)",
+    "sampler": "how walkers are sampled from |psi|^2",
+    "mcmc_moves": "MCMC moves per step",
+    "clip_scale": "clip local energies at this many mean absolute deviations from the median",
+    "chunk_size": "walkers per chunk of the local energy (bounds memory)",
+    "jacobian_blocks": "SPRING: form the walkers x parameters jacobian in this many parameter "
+    "blocks, never whole (bounds memory; slower)",
+    "devices": "devices to shard walkers over",
+    "eval_fraction": "trailing fraction of the steps that gives the energy",
+    "target_error": "stop early once the energy's error bar (Ha) is below this and it no "
+    "longer drifts (--steps is then the most steps)",
+    "seed": "random seed",
+    "out": "run directory",
+    "checkpoint_every": "steps between checkpoints (0: by time only)",
+    "checkpoint_minutes": "minutes between checkpoints (0: by steps only)",
+    "keep_checkpoints": "newest checkpoints to keep",
+    "max_rejected": "rejected (non-finite) steps in a row that stop the run",
+    "compilation_cache": "directory of compiled programs that later launches reuse ('': off)",
+}
+# What an unset (None) default means, for --help.
+UNSET = {
+    "charge": "the system's (neutral for atom strings)",
+    "spin": "the preset's, else the lowest",
+    "learning_rate": ", ".join(
+        f"{e.learning_rate:g} for {name}" for name, e in registry.OPTIMIZERS.items()
+    ),
+    "chunk_size": "automatic",
+    "devices": "all local devices",
+    "target_error": "none: run all --steps",
+}
+CHOICES = {**config_lib.CHOICES, "unit": ("bohr", "angstrom")}
+
+
+def flag_of(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def boolean(text: str) -> bool:
+    value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+    try:
+        return value[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false") from None
+
+
+def _layers(text: str) -> tuple[tuple[int, int], ...]:
+    """``64x16,64x16`` or JSON ``[[64, 16], [64, 16]]``."""
+    bad = argparse.ArgumentTypeError(
+        f"{text!r} is not a list of layer widths; give e.g. 64x16,64x16 or '[[64, 16]]'"
+    )
+    try:
+        if text.strip().startswith("["):
+            pairs = json.loads(text)
+        else:
+            pairs = [re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*", p).groups() for p in text.split(",")]
+        layers = tuple((int(a), int(b)) for a, b in pairs)
+    except (AttributeError, TypeError, ValueError):
+        raise bad from None
+    if not layers:
+        raise bad
+    return layers
+
+
+def _base_type(field: dataclasses.Field) -> type:
+    """int, float, str or tuple from the field's annotation (``int | None`` -> int)."""
+    hint = typing.get_type_hints(config_lib.Config)[field.name]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return typing.get_origin(hint) or hint
+
+
+_PARSERS = {int: whole_number, float: number, str: str, tuple: _layers, bool: boolean}
+
+
+def _default_text(field: dataclasses.Field) -> str:
+    value = field.default
+    if value is None:
+        return UNSET.get(field.name, "unset")
+    if field.name == "layers":
+        return ",".join(f"{a}x{b}" for a, b in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``Config`` field, with its default and choices in the help."""
+    groups = {
+        section: parser.add_argument_group(
+            f"{section} settings (config-file keys of the same names, flat or under [{section}])"
+        )
+        for section in config_lib.SECTIONS
+    }
+    for field in dataclasses.fields(config_lib.Config):
+        group = groups[config_lib.SECTION_OF[field.name]]
+        kind = _base_type(field)
+        metavar = None
+        if field.name in CHOICES:
+            metavar = "{" + ",".join(CHOICES[field.name]) + "}"
+        elif kind is tuple:
+            metavar = "AxB,..."
+        elif kind is bool:
+            metavar = "{true,false}"
+        elif kind in (int, float):
+            metavar = "N" if kind is int else "X"
+        text = HELP.get(field.name, field.name.replace("_", " "))
+        group.add_argument(
+            flag_of(field.name),
+            dest=field.name,
+            type=_PARSERS[kind],
+            default=None,
+            metavar=metavar,
+            help=f"{text} (default: {_default_text(field)})".replace("%", "%%"),
+        )
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields given as flags."""
+    return {
+        name: getattr(args, name)
+        for name in config_lib.FIELDS
+        if getattr(args, name, None) is not None
+    }
+
+
+# Per-process launch settings of a multi-process job (not part of the run's config).
+DISTRIBUTED = {
+    "--coordinator": (str, "process 0's host:port (env PSIJAX_COORDINATOR)"),
+    "--num-processes": (whole_number, "processes in the job (env PSIJAX_NUM_PROCESSES)"),
+    "--process-id": (whole_number, "this process's index, 0 .. n-1 (env PSIJAX_PROCESS_ID)"),
+    "--coordinator-timeout": (number, "seconds to wait for the coordinator (default 300)"),
+    "--peer-timeout": (number, "seconds a step may wait for the other processes (default 120)"),
+}
+
+
+def add_distributed_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that join a multi-process job (training and evaluation alike)."""
+    for flag, (kind, text) in DISTRIBUTED.items():
+        parser.add_argument(flag, type=kind, help=text, default=None)
+    parser.add_argument(
+        "--distributed", action="store_true",
+        help="join a multi-process job found by JAX's cluster detection (SLURM, ...)",
+    )  # fmt: skip
+
+
+def join_distributed(args: argparse.Namespace) -> None:
+    """Join the multi-process job the flags (or the environment) describe, if any."""
+    from psijax.parallel import distributed
+
+    distributed.initialize(
+        args.coordinator, args.num_processes, args.process_id,
+        auto=args.distributed, timeout_s=args.coordinator_timeout or 300.0,
+        peer_timeout_s=args.peer_timeout,
+    )  # fmt: skip

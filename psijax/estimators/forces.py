@@ -1,0 +1,109 @@
+"""Forces on the nuclei (Hartree/bohr): the zero-variance Hellmann-Feynman estimator of
+Assaraf and Caffarel (J. Chem. Phys. 119, 10536 (2003)) plus the Pulay term of a
+wavefunction that moves with the nuclei; see ``Forces``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from psijax.hamiltonian import Walker
+from psijax.system import Molecule
+from psijax.types import Array, Params, Psi
+
+ApplyAt = Callable[[Params, Array, Array], Psi]  # (params, walker, nuclei [atoms, 3]) -> Psi
+
+
+@dataclasses.dataclass(frozen=True)
+class Forces:
+    """Force on each nucleus A, F_A = -dE/dR_A (Hartree/bohr): zero-variance
+    Hellmann-Feynman part plus, when psi's dependence on the nuclei is known, the Pulay part.
+
+    Hellmann-Feynman (``force_hf_*``): the local force Z_A sum_i x_i / |x_i|^3
+    (x_i = r_i - R_A) plus the nuclear repulsion has infinite variance (1 / |x|^2 at the
+    nucleus). Subtracting (H - E_L)(Q psi) / psi with Q = Z_A sum_i x_i / |x_i|, whose
+    average is exactly zero for any psi (H is Hermitian), cancels that singularity and
+    leaves F_A = nuclear term + Z_A sum_i [g_i / |x_i| - x_i (x_i . g_i) / |x_i|^3],
+    g_i = grad_i log|psi|: finite variance, zero variance for an exact one-electron
+    eigenstate (Assaraf and Caffarel, J. Chem. Phys. 119, 10536 (2003)).
+
+    Total (``force_*``): a network whose inputs include the nuclear positions changes with
+    them, so -dE/dR_A of the trained (fixed-parameter) wavefunction also has the Pulay
+    term -2 cov(E_L, d log|psi| / dR_A) over the walkers; as <dE_L/dR> = <dV/dR> for any
+    real psi, the total is exactly the derivative of the energy of this wavefunction with
+    its nuclei moved (tested against finite differences), and at a variational optimum
+    of the parameters it is -dE/dR of the energy surface. ``apply_at(params, r, nuclei)``
+    supplies the nuclear dependence; without it only ``force_hf_*`` is given. The
+    covariance is taken over each step's walkers (times n / (n - 1)) and averaged over
+    steps like every other column.
+    """
+
+    molecule: Molecule
+    apply_at: ApplyAt | None = None
+    name: str = "forces"
+    needs_derivatives: bool = True
+
+    def _names(self, prefix: str) -> tuple[str, ...]:
+        return tuple(f"{prefix}_{a}_{c}" for a in range(self.molecule.n_atoms) for c in "xyz")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        hf = self._names("force_hf")
+        return hf if self.apply_at is None else (*self._names("force"), *hf)
+
+    def local(self, w: Walker, parts: dict[str, Array]) -> dict[str, Array]:
+        nuclei = jnp.asarray(self.molecule.nuclear_positions, w.r.dtype)
+        charges = jnp.asarray(self.molecule.nuclear_charges, w.r.dtype)
+        x = w.r[None, :, :] - nuclei[:, None, :]  # [atom, electron, 3]
+        dist = jnp.linalg.norm(x, axis=-1, keepdims=True)
+        g = w.grad[None]
+        radial = jnp.sum(x * g, axis=-1, keepdims=True)
+        electronic = charges[:, None] * jnp.sum(g / dist - x * radial / dist**3, axis=1)
+        total = electronic + jnp.asarray(self.nuclear_forces(), w.r.dtype)
+        out = dict(zip(self._names("force_hf"), total.reshape(-1), strict=True))
+        if self.apply_at is not None:
+            at = lambda nuc: self.apply_at(w.params, w.r, nuc).log_abs
+            d_log = jax.grad(at)(nuclei).reshape(-1)  # d log|psi| / dR, [atom * 3]
+            e_local = parts["energy"]  # the Hamiltonian's, every term included
+            out |= dict(zip(self._names("_dlog"), d_log, strict=True))
+            out |= dict(zip(self._names("_e_dlog"), e_local * d_log, strict=True))
+        return out
+
+    def combine(self, means: dict[str, Array], n: Array) -> dict[str, Array]:
+        """The total force of one step from its walker means (``n`` walkers)."""
+        if self.apply_at is None:
+            return {}
+        out = {}
+        names = zip(self._names("force"), self._names("force_hf"), self._names("_dlog"),
+                    self._names("_e_dlog"), strict=True)  # fmt: skip
+        for force, hf, d_log, e_d_log in names:
+            cov = (means[e_d_log] - means["energy"] * means[d_log]) * n / jnp.maximum(n - 1, 1)
+            out[force] = means[hf] - 2.0 * cov
+        return out
+
+    def nuclear_forces(self) -> np.ndarray:
+        """[atom, 3]: Z_A sum_B Z_B (R_A - R_B) / |R_A - R_B|^3."""
+        pos, z = self.molecule.nuclear_positions, self.molecule.nuclear_charges
+        diff = pos[:, None] - pos[None]
+        dist = np.linalg.norm(diff, axis=-1)
+        np.fill_diagonal(dist, np.inf)
+        return z[:, None] * np.einsum("b,abx->ax", z, diff / dist[..., None] ** 3)
+
+    def derived(self, means: dict[str, Any]) -> dict[str, Any]:
+        if self.apply_at is None:
+            return {"forces_note": "Hellmann-Feynman part only (no Pulay term: the "
+                    "wavefunction's dependence on the nuclei was not given)"}  # fmt: skip
+        return {}
+
+
+def from_config(molecule: Molecule, network=None) -> Forces:
+    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term."""
+    apply_at = None
+    if network is not None and hasattr(network, "at"):
+        apply_at = lambda params, r, nuclei: network.at(nuclei).apply(params, r)
+    return Forces(molecule, apply_at)

@@ -1,0 +1,55 @@
+"""<S^2> from ratios of psi with one up and one down electron exchanged:
+
+    S^2 = S_z (S_z + 1) + N_down - sum_{i up, j down} psi(r with r_i <-> r_j) / psi(r),
+
+exact for any state whose spatial part has the given up/down assignment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from psijax.hamiltonian import Walker
+from psijax.system import Molecule
+from psijax.types import Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Spin:
+    """<S^2> (dimensionless; 0 for a singlet, 3/4 for a doublet)."""
+
+    molecule: Molecule
+    name: str = "spin"
+    needs_derivatives: bool = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("s2",)
+
+    def local(self, w: Walker, parts: dict[str, Array]) -> dict[str, Array]:
+        n_up, n_down = self.molecule.n_up, self.molecule.n_down
+        s_z = 0.5 * (n_up - n_down)
+        constant = s_z * (s_z + 1.0) + n_down
+        if n_up == 0 or n_down == 0:
+            return {"s2": jnp.asarray(constant, w.r.dtype)}
+        i, j = np.meshgrid(np.arange(n_up), n_up + np.arange(n_down), indexing="ij")
+        i, j = i.reshape(-1), j.reshape(-1)
+        perm = np.tile(np.arange(n_up + n_down), (i.size, 1))
+        perm[np.arange(i.size), i] = j
+        perm[np.arange(i.size), j] = i
+        swapped = jax.vmap(functools.partial(w.wf.apply, w.params))(w.r[perm])  # [pairs]
+        ratio = swapped.sign * w.psi.sign * jnp.exp(swapped.log_abs - w.psi.log_abs)
+        return {"s2": constant - jnp.sum(ratio)}
+
+    def derived(self, means: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+def from_config(molecule: Molecule, network=None) -> Spin:
+    return Spin(molecule)

@@ -1,0 +1,286 @@
+"""Evaluation of a trained run: frozen parameters, a long MCMC chain, observables with errors.
+
+>>> import psijax
+>>> result = psijax.evaluate("runs/lih", steps=2000)
+>>> print(result.estimates["energy"], result.estimates["s2"])
+
+Restores the newest checkpoint of ``RUN`` (``psijax.load``), re-equilibrates the walkers
+with the frozen parameters (adapting the sampler), then runs ``steps`` steps with the
+sampler frozen and writes ``RUN/eval/``: ``metrics.csv`` (one row of walker means per
+step), ``walkers.h5`` (the local energy of every walker at every step), ``summary.json``
+(mean, blocking error, autocorrelation time and samples of every column) and ``eval.png``.
+The energy and its components come from the same Hamiltonian as training's. The steps run
+in training's host loop (``psijax.run.loop``): checkpoints, SIGTERM/SIGINT, lost processes,
+rejected steps and ``--target-error`` behave as they do in training. The training's own
+files are never touched. Walkers are sharded over the devices like training; with several
+processes only process 0 writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from psijax import hamiltonian, parallel, registry
+from psijax.errors import InputError
+from psijax.estimators import observables as observables_lib
+from psijax.evaluation import step as eval_step
+from psijax.evaluation.settings import KEEP_CHECKPOINTS, EvalSettings
+from psijax.parallel.batching import auto_chunk
+from psijax.run.compile_cache import use_compilation_cache
+from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, peer_watch
+from psijax.run.progress import EvalProgress
+from psijax.rundir import checkpoint, eval_files, report
+from psijax.statistics import Estimate, StopRule
+from psijax.wavefunction import check_run, load
+
+EVAL_DIR = "eval"
+REJECTION = Rejection(
+    means="had no walker with a finite local energy",
+    fix="check the trained run (psijax report RUN) or evaluate an earlier checkpoint",
+)
+
+
+@dataclasses.dataclass
+class EvalResult:
+    estimates: dict[str, Estimate]  # blocking estimate of every metrics column
+    summary: dict  # what summary.json holds
+    energies: np.ndarray  # per-step mean local energy
+    out: Path
+    reached_target: bool | None
+
+
+def check_eval_dir(run: Path, force: bool) -> Path:
+    out = run / EVAL_DIR
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{str(out)!r} is a file, not a directory; move it away")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise InputError(
+            f"{str(out)!r} already holds an evaluation; pass --force to replace it, or "
+            f"reprint it with psijax report {run}"
+        )
+    return out
+
+
+def evaluate(
+    run: str | Path,
+    *,
+    steps: int | None = None,
+    walkers: int | None = None,
+    target_error: float | None = None,
+    observables: str | list[str] | None = None,
+    burn_in: int | None = None,
+    seed: int | None = None,
+    devices: int | None = None,
+    save_positions: bool = False,
+    force: bool = False,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
+    progress: bool = True,
+) -> EvalResult:
+    """Evaluate the newest checkpoint of the training run ``run``; see the module docstring
+    and ``psijax.evaluation.settings`` for the defaults.
+
+    ``target_error`` (Hartree) stops once the blocking error of the whole evaluation's
+    energy is below it and its two halves agree (``psijax.statistics.StopRule``, as in
+    training; checked every 10 steps from step 200); ``steps`` is then the most it may take.
+    ``resume=True`` continues the evaluation in ``RUN/eval/`` from its newest checkpoint
+    (written every ``checkpoint_every`` steps and 10 minutes, at the end and on
+    SIGTERM/SIGINT) with its own settings; ``steps`` and ``target_error`` may change.
+    Every input is checked before anything is written; bad input raises ``InputError``.
+    """
+    started = time.perf_counter()
+    run = check_run(run)
+    out = run / EVAL_DIR
+    given = dict(walkers=walkers, observables=observables, burn_in=burn_in, seed=seed)
+    if resume:
+        if force:
+            raise InputError("--resume and --force contradict each other; give only one")
+        saved = _saved_settings(out, given, save_positions)
+        steps = saved["max_steps"] if steps is None else steps
+        target_error = saved["target_error"] if target_error is None else target_error
+        walkers, observables = saved["walkers"], saved["observables"]
+        burn_in, seed, save_positions = saved["burn_in_steps"], saved["seed"], saved["positions"]
+    settings = EvalSettings.make(
+        steps, walkers, burn_in, target_error, observables, seed, save_positions,
+        checkpoint_every,
+    )  # fmt: skip
+    mesh = parallel.make_mesh(devices)
+    if not resume:
+        parallel.check_on_lead(lambda: check_eval_dir(run, force))
+    wf = load(run, mesh=mesh)
+    use_compilation_cache(wf.config.compilation_cache)
+    n_walkers = settings.walkers or wf.config.walkers
+    parallel.check_walkers(n_walkers, mesh)
+    identity = checkpoint.identity_of(
+        wf.molecule.fingerprint(),
+        {"training_step": wf.step, "walkers": n_walkers, "seed": settings.seed,
+         "observables": list(settings.observables)},
+    )  # fmt: skip
+    log_abs = wf.network.log_abs
+    state, start = None, 0
+    if resume:
+        template = eval_step.abstract_state(
+            n_walkers, wf.molecule.n_electrons, wf.walkers.dtype, mesh
+        )
+        reader = checkpoint.Checkpoints(out, read_only=True)
+        try:
+            state = reader.restore(template, identity)
+        finally:
+            reader.close()
+        start = int(np.asarray(parallel.to_host(state.step)))
+
+    # ---- every input is checked; from here on files are written (process 0 only)
+    lead = jax.process_index() == 0
+    if lead and out.is_dir() and not resume:
+        shutil.rmtree(out)
+    chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
+    if state is None:
+        saved_walkers = np.asarray(parallel.to_host(wf.walkers))
+        state = eval_step.initial_state(
+            log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
+        )
+    energy = hamiltonian.for_config(wf.molecule, wf.config)
+    observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
+    show = EvalProgress(settings.steps, enabled=progress and lead)
+    if settings.burn_in and not resume:
+        show.phase("re-equilibrating the walkers", settings.burn_in)
+        sampler = registry.sampler(wf.config)
+        equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
+        state = equilibrate(wf.params, state, settings.burn_in)
+    step = (
+        eval_step.make_eval_step(
+            log_abs,
+            observables_lib.local_values(energy, wf.network, observed),
+            registry.sampler(wf.config, adapt=False),
+            mesh,
+            chunk,
+            functools.partial(observables_lib.combine, observed),
+            random=energy.needs_key,
+            positions=settings.save_positions,
+        )
+        .lower(wf.params, state)
+        .compile()
+    )  # before the loop, whose watch times every step
+    columns = observables_lib.columns(energy, observed)
+    writer = eval_files.EvalWriter(
+        out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
+        resume_step=start if resume else None,
+    )  # fmt: skip
+    static = {
+        "run": str(run),
+        "system": wf.config.system,
+        "checkpoint_step": wf.step,
+        "walkers": n_walkers,
+        "burn_in_steps": settings.burn_in,
+        "mcmc_moves": wf.config.mcmc_moves,
+        "devices": int(mesh.devices.size),
+        "processes": jax.process_count(),
+        "target_error": settings.target_error,
+        "max_steps": settings.steps,
+        "seed": settings.seed,
+        "observables": list(settings.observables),
+        "positions": settings.save_positions,
+    }
+    writer.start(static)
+    energies: list[float] = [r["energy"] for r in writer.rows]
+    first: list[float] = []  # when the first step of this call was done
+
+    def on_metrics(i: int, m: dict) -> None:
+        if not first:
+            first.append(time.perf_counter())
+        means = {k: v for k, v in m.items() if k not in eval_step.PER_WALKER}
+        energies.append(means["energy"])
+        seconds = time.perf_counter() - started
+        writer.row(i, means, m["local_energy"], m.get("positions"), seconds)
+        show.step(i, means, energies)
+
+    saver = checkpoint.Checkpoints(out, keep=KEEP_CHECKPOINTS)
+    resume_command = f"psijax evaluate {run} --resume"
+    watch = peer_watch(out, start, writer.flush, resume_command)
+    with StopSignals() as signals, watch:
+        loop = HostLoop(
+            step=lambda s: step(wf.params, s),
+            n_steps=settings.steps,
+            on_metrics=on_metrics,
+            checkpoints=saver,
+            identity=identity,
+            policy=CheckpointPolicy(settings.checkpoint_every, keep=KEEP_CHECKPOINTS),
+            max_rejected=wf.config.max_rejected,
+            rejection=REJECTION,
+            signals=signals,
+            watch=watch,
+            resume=resume_command,
+            before_save=writer.flush,
+            converged=_stop_rule(settings.target_error, energies),
+        )
+        show.phase("evaluating", settings.steps, start=start)
+        try:
+            state = loop.run(state, start)
+        finally:
+            show.close()
+            writer.close()
+            saver.close()
+    n_done = len(energies)
+    rate = None
+    if first and n_done - start > 1:
+        rate = n_walkers * (n_done - start - 1) / max(time.perf_counter() - first[0], 1e-9)
+    info = {
+        **static,
+        "steps": n_done,
+        "width": float(np.asarray(parallel.to_host(state.width))),
+        "reached_target": None if settings.target_error is None else loop.converged_at is not None,
+        "seconds": round(time.perf_counter() - started, 2),
+        "walker_steps_per_second": None if rate is None else round(rate, 1),
+    }
+    summary, estimates = report.finish(
+        out, wf.run, wf.config.system, writer.columns, observed, writer.rows, info,
+        units=dict.fromkeys(energy.columns, "Ha"), enabled=lead,
+    )  # fmt: skip
+    return EvalResult(estimates, summary, np.asarray(energies), out, info["reached_target"])
+
+
+def _stop_rule(target_error: float | None, energies: list[float]):
+    """--target-error over the whole evaluation: training's rule with the whole chain as
+    its window (its two halves are compared for drift)."""
+    if target_error is None:
+        return None
+    rule = StopRule(target_error, fraction=1.0)
+
+    def converged() -> str | None:
+        verdict = rule.check(energies)
+        return verdict.reason if verdict.stop else None
+
+    return converged
+
+
+def _saved_settings(out: Path, given: dict, positions: bool) -> dict:
+    """The settings of the evaluation in ``out`` (for --resume); refuses changed ones."""
+    try:
+        saved = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        saved = None
+    if not isinstance(saved, dict) or not {"walkers", "seed", "max_steps"} <= saved.keys():
+        raise InputError(f"{str(out)!r} holds no evaluation to resume; start one without --resume")
+    names = {"walkers": "walkers", "burn_in": "burn_in_steps", "seed": "seed"}
+    for key, value in given.items():
+        if value is None:
+            continue
+        was = saved.get(names.get(key, key))
+        now = list(observables_lib.parse(value)) if key == "observables" else value
+        if now != was:
+            raise InputError(
+                f"{key} cannot change when resuming an evaluation (it has {was!r}, given "
+                f"{value!r}); drop it, or start a new evaluation with --force"
+            )
+    if positions and not saved.get("positions"):
+        raise InputError("--save-positions cannot be added when resuming; drop it or --force")
+    saved.setdefault("positions", False)
+    return saved

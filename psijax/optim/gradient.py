@@ -1,0 +1,97 @@
+"""Energy statistics, robust clipping and the VMC gradient estimator.
+
+The gradient of E = <E_L> under |psi|^2 is
+
+    dE/dtheta = 2 < (E_L - E) d log|psi| / dtheta >,
+
+written as a ``jax.custom_jvp`` so that ``jax.grad`` never differentiates
+through the Laplacian. Local energies are clipped around the median at
+``clip_scale`` mean absolute deviations, and non-finite ones are dropped from
+every statistic and from the gradient instead of poisoning them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from psijax.parallel.batching import map_walkers
+from psijax.types import Array, Params
+
+
+class EnergyStats(NamedTuple):
+    """Statistics of one batch of local energies (Hartree)."""
+
+    energy: Array  # mean of the finite local energies
+    variance: Array  # their variance
+    centered: Array  # [walkers] clipped E_L minus its mean, 0 where E_L is not finite
+    finite: Array  # [walkers] 1.0 where E_L is finite, else 0.0
+    n_nonfinite: Array  # walkers whose E_L was nan or inf (a float, for custom_jvp)
+
+
+def energy_stats(local_energies: Array, clip_scale: float | None = 5.0) -> EnergyStats:
+    """Mean, variance and the clipped, centered local energies of one batch."""
+    finite = jnp.isfinite(local_energies)
+    n_finite = jnp.maximum(jnp.sum(finite), 1)
+    e = jnp.where(finite, local_energies, 0.0)
+    # With no finite walker at all the energy is nan, so the step is rejected.
+    mean = jnp.where(jnp.any(finite), jnp.sum(e) / n_finite, jnp.nan)
+    variance = jnp.sum(jnp.where(finite, (e - mean) ** 2, 0.0)) / n_finite
+    clipped = e
+    if clip_scale is not None:
+        median = jnp.nanmedian(jnp.where(finite, local_energies, jnp.nan))
+        spread = jnp.sum(jnp.where(finite, jnp.abs(e - median), 0.0)) / n_finite
+        clipped = jnp.clip(e, median - clip_scale * spread, median + clip_scale * spread)
+    clipped_mean = jnp.sum(jnp.where(finite, clipped, 0.0)) / n_finite
+    centered = jnp.where(finite, clipped - clipped_mean, 0.0)
+    n_nonfinite = (local_energies.size - jnp.sum(finite)).astype(local_energies.dtype)
+    return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite)
+
+
+def make_energy_loss(
+    log_abs: Callable[[Params, Array], Array],
+    local_energy: Callable[..., Array],
+    *,
+    clip_scale: float | None = 5.0,
+    chunk_size: int | None = None,
+) -> Callable[..., tuple[Array, EnergyStats]]:
+    """``loss(params, walkers, key=None) -> (energy, stats)`` whose gradient is the VMC
+    estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``.
+
+    A local energy that ``needs_key`` (``psijax.hamiltonian``) gets one key per walker,
+    split from ``key``; any other is called as ``local_energy(params, r)``.
+    """
+    random = bool(getattr(local_energy, "needs_key", False))
+
+    def energies_of(params: Params, walkers: Array, key: Array | None) -> Array:
+        if not random:
+            return map_walkers(local_energy, params, walkers, chunk_size=chunk_size)
+        if key is None:
+            raise ValueError("this local energy draws random numbers: give the loss a key")
+        keys = jax.random.split(key, walkers.shape[0])
+        one = lambda p, walker_key: local_energy(p, *walker_key)
+        return map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
+
+    @jax.custom_jvp
+    def _loss(params: Params, walkers: Array, key: Array | None) -> tuple[Array, EnergyStats]:
+        stats = energy_stats(energies_of(params, walkers, key), clip_scale)
+        return stats.energy, stats
+
+    def loss(params: Params, walkers: Array, key: Array | None = None):
+        return _loss(params, walkers, key)
+
+    @_loss.defjvp
+    def loss_jvp(primals, tangents):
+        params, walkers, key = primals
+        energy, stats = _loss(params, walkers, key)
+        batch_log_abs = lambda p: map_walkers(log_abs, p, walkers)
+        _, d_log_abs = jax.jvp(batch_log_abs, (params,), (tangents[0],))
+        n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
+        weighted = jnp.where(stats.finite > 0, stats.centered * d_log_abs, 0.0)
+        d_energy = 2.0 * jnp.sum(weighted) / n_finite
+        return (energy, stats), (d_energy, jax.tree.map(jnp.zeros_like, stats))
+
+    return loss

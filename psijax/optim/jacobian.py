@@ -1,0 +1,160 @@
+"""The per-walker jacobian J = d log|psi(r_w)| / d params of a natural-gradient step.
+
+SPRING (psijax/optim/spring.py) uses J only through three products, with C = I - 1 1^T / W
+the walker mean's removal: C J v (a vector per walker), x^T C J (a vector of parameters)
+and the Gram matrix C J J^T C (walkers x walkers). The centered forms are computed from
+centered columns of J, not by centering a product, so that a large mean derivative is not
+lost to float32 round-off (tests/test_spring.py puts a mean of 3 on unit noise).
+
+``Dense`` holds J whole, ``[walkers, P]`` (flattened like ``ravel_pytree(params)``), the
+fastest form when it fits. ``Blocked`` never forms it: C J v is one forward-mode pass over
+the walkers, x^T C J one backward pass, and the Gram matrix the sum over ``n_blocks``
+equal ranges of the flattened parameters of (C J_b)(C J_b)^T, each J_b (``[walkers, P_b]``)
+formed and dropped in turn (a loop). Its peak memory is about one block, ``walkers x P /
+n_blocks``, plus ``chunk x P`` for the gradients of one chunk of walkers (``chunk_size``),
+for n_blocks + 3 passes over the walkers instead of one (the blocks, a forward-mode pass,
+and two backward passes: SPRING's and the step's gradient): the mode for a jacobian that does
+not fit a device (``--jacobian-blocks``; docs/benchmarks.md, "A natural-gradient step that
+scales").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from psijax.parallel.batching import map_walkers
+from psijax.types import Array, LogAbs, Params
+
+
+class Dense(NamedTuple):
+    """J as an array ``[walkers, P]``."""
+
+    rows: Array
+
+    @property
+    def dtype(self):
+        return self.rows.dtype
+
+    def centered_matvec(self, v: Array) -> Array:
+        return _center(self.rows) @ v
+
+    def centered_rmatvec(self, x: Array) -> Array:
+        return x @ _center(self.rows)  # row-major: ~10-50x faster on XLA CPU than rows.T @ x
+
+    def centered_gram(self, dtype) -> Array:
+        rows = _center(self.rows).astype(dtype)  # XLA fuses the centering into the product
+        return rows @ rows.T
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocked:
+    """J of ``log_abs`` at ``params`` over ``walkers``, as products only (module doc).
+
+    Rows of walkers with ``weights`` 0 are 0 (dropped walkers); ``walkers`` must be finite
+    (``blocked`` puts a healthy walker in place of a lost one), so that no non-finite value
+    can enter a sum through a zero weight.
+    """
+
+    log_abs: LogAbs
+    params: Params
+    walkers: Array
+    weights: Array
+    n_blocks: int
+    chunk_size: int | None = None
+
+    @property
+    def dtype(self):
+        return self.weights.dtype
+
+    def _values(self, params: Params) -> Array:
+        values = map_walkers(self.log_abs, params, self.walkers, chunk_size=self.chunk_size)
+        return values * self.weights
+
+    def centered_matvec(self, v: Array) -> Array:
+        tangent = ravel_pytree(self.params)[1](v.astype(_dtype(self.params)))
+        return _center(jax.jvp(self._values, (self.params,), (tangent,))[1])
+
+    def rmatvec(self, x: Array) -> Array:
+        """x^T J: the gradient of sum_w x_w log|psi(r_w)|, one chunk of walkers at a time
+        (a scan), so that the backward pass keeps one chunk's activations, not all."""
+        x = x.astype(self.weights.dtype) * self.weights
+        n = x.shape[0]
+        chunk = self.chunk_size if self.chunk_size and n % self.chunk_size == 0 else n
+        flat, _ = ravel_pytree(self.params)
+
+        def weighted_sum(params: Params, r: Array, w: Array) -> Array:
+            return jnp.sum(w * jax.vmap(self.log_abs, in_axes=(None, 0))(params, r))
+
+        def body(total: Array, part: tuple[Array, Array]) -> tuple[Array, None]:
+            r, w = part
+            return total + ravel_pytree(jax.grad(weighted_sum)(self.params, r, w))[0], None
+
+        # chunk c holds walkers c, c + n_chunks, ...: strided like map_walkers' chunks, so
+        # that every chunk is spread over the devices of a walker-sharded mesh
+        strided = lambda a: jnp.swapaxes(a.reshape(chunk, n // chunk, *a.shape[1:]), 0, 1)
+        parts = (strided(self.walkers), strided(x))
+        return jax.lax.scan(body, jnp.zeros_like(flat), parts)[0]
+
+    def centered_rmatvec(self, x: Array) -> Array:
+        return self.rmatvec(_center(x))  # x^T C J = (C x)^T J
+
+    def centered_gram(self, dtype) -> Array:
+        """Sum over blocks of (C J_b)(C J_b)^T, in a loop: one block is alive at a time
+        (unrolled, XLA kept every block's buffer alive, optimization barriers or not)."""
+        n_params = ravel_pytree(self.params)[0].size
+        size = -(-n_params // self.n_blocks)  # the last block is padded with zero columns
+        n = self.weights.shape[0]
+
+        def block(b: Array, total: Array) -> Array:
+            rows = functools.partial(_gradient_block, self.log_abs, size, self.n_blocks)
+            part = map_walkers(rows, (self.params, b), self.walkers, chunk_size=self.chunk_size)
+            part = _center(part * self.weights[:, None]).astype(dtype)
+            return total + part @ part.T
+
+        return jax.lax.fori_loop(0, self.n_blocks, block, jnp.zeros((n, n), dtype))
+
+
+def _gradient_block(log_abs: LogAbs, size: int, n_blocks: int, inputs, r: Array) -> Array:
+    """Block ``b`` (``size`` entries) of d log|psi(r)| / d params, flattened like
+    ``ravel_pytree`` and padded with zeros to ``n_blocks * size``.
+
+    The whole gradient of one walker is formed and sliced (a backward pass per block is
+    the price of the blocks); only ``[walkers, size]`` is kept.
+    """
+    params, b = inputs
+    flat = ravel_pytree(jax.grad(log_abs)(params, r))[0]
+    flat = jnp.pad(flat, (0, n_blocks * size - flat.size))
+    return jax.lax.dynamic_slice(flat, (b * size,), (size,))
+
+
+def blocked(
+    log_abs: LogAbs,
+    params: Params,
+    walkers: Array,
+    keep: Array,
+    n_blocks: int,
+    chunk_size: int | None = None,
+) -> Blocked:
+    """``Blocked`` J with rows of walkers where ``keep`` is 0 (or False) set to 0."""
+    keep = keep.astype(bool) & jnp.all(jnp.isfinite(walkers), axis=tuple(range(1, walkers.ndim)))
+    healthy = walkers[jnp.argmax(keep)]
+    walkers = jnp.where(keep.reshape((-1,) + (1,) * (walkers.ndim - 1)), walkers, healthy)
+    weights = keep.astype(_dtype(params))
+    n_blocks = max(1, min(n_blocks, ravel_pytree(params)[0].size))
+    return Blocked(log_abs, params, walkers, weights, n_blocks, chunk_size)
+
+
+def _center(a: Array) -> Array:
+    """``a`` minus its mean over walkers (axis 0), the mean as a row-major product."""
+    n = a.shape[0]
+    return a - jnp.full((n,), 1.0 / n, a.dtype) @ a if a.ndim == 2 else a - jnp.mean(a)
+
+
+def _dtype(params: Params):
+    return jax.tree.leaves(params)[0].dtype

@@ -1,0 +1,80 @@
+"""The plots of a run directory: training's ``energy.png`` and evaluation's ``eval.png``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from psijax.statistics.blocking import running_mean
+
+
+def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, title: str) -> None:
+    """Energy against step, a trailing mean, and the exact reference where known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(len(energies))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(steps, energies, lw=0.6, alpha=0.5, label="mean local energy")
+    window = max(1, len(energies) // 20)
+    ax.plot(steps, running_mean(np.nan_to_num(energies, nan=np.nanmedian(energies)), window),
+            lw=1.5, label=f"trailing mean ({window} steps)")  # fmt: skip
+    if exact is not None:
+        ax.axhline(exact, color="k", ls="--", lw=1, label=f"exact {exact:.6f} Ha")
+        ax.axhspan(exact - 1.6e-3, exact + 1.6e-3, color="g", alpha=0.15, label="±1.6 mHa")
+    tail = energies[len(energies) // 10 :]
+    lo, hi = np.nanpercentile(tail, [1, 99]) if tail.size else (0, 1)
+    if exact is not None:
+        lo, hi = min(lo, exact - 0.005), max(hi, exact + 0.005)
+    pad = 0.1 * (hi - lo) + 1e-4
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel("step")
+    ax.set_ylabel("energy (Ha)")
+    ax.set_title(f"{title}: E = {est} Ha")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
+    """Per-step mean local energy, its running mean, the estimate, training's and exact."""
+    energies = np.asarray([float(r["energy"]) for r in rows])
+    if energies.size == 0:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(energies.size)
+    finite = np.nan_to_num(energies, nan=float(np.nanmedian(energies)))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(steps, energies, lw=0.5, alpha=0.5, label="mean local energy per step")
+    cumulative = np.cumsum(finite) / (steps + 1)
+    ax.plot(steps, cumulative, lw=1.5, label="cumulative mean")
+    window = max(1, energies.size // 20)
+    ax.plot(steps, running_mean(finite, window), lw=1, label=f"trailing mean ({window} steps)")
+    est = summary.get("estimates", {}).get("energy")
+    if est:
+        ax.axhspan(est["mean"] - est["error"], est["mean"] + est["error"], color="C1", alpha=0.3)
+    training = summary.get("training", {})
+    if training.get("energy") is not None:
+        ax.axhline(training["energy"], color="C3", lw=1, ls=":",
+                   label=f"training {training.get('energy_text', '')} Ha")  # fmt: skip
+    if training.get("exact") is not None:
+        ax.axhline(training["exact"], color="k", lw=1, ls="--",
+                   label=f"exact {training['exact']:.6f} Ha")  # fmt: skip
+    lo, hi = np.nanpercentile(energies, [1, 99])
+    pad = 0.1 * (hi - lo) + 1e-4
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel("evaluation step")
+    ax.set_ylabel("energy (Ha)")
+    ax.set_title(f"{title}: evaluated E = {summary.get('energy_text', '?')} Ha")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,83 @@
+"""The sampler behind one interface: burn-in, pretraining, training and evaluation all
+move walkers through ``Sampler.step``.
+
+A sampler owns its adaptive state (for Metropolis the proposal width, kept in
+``TrainState.width`` so that checkpoints keep their layout) and hands back statistics
+(``acceptance``) for the metrics. Another sampler is one class with ``init``/``step``;
+the steps that use it do not change.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from psijax.types import Array, PyTree, Walkers
+
+# log|psi| of a batch of walkers: [walker, electron, 3] -> [walker].
+BatchLogAbs = Callable[[Walkers], Array]
+
+
+class Sampler(Protocol):
+    def init(self, dtype=jnp.float32) -> PyTree:
+        """The adaptive state before any move."""
+
+    def step(
+        self, key: Array, log_abs: BatchLogAbs, walkers: Walkers, log_abs_walkers: Array,
+        state: PyTree,
+    ) -> tuple[Walkers, Array, PyTree, Any]:  # fmt: skip
+        """One round of moves from ``walkers`` (whose log|psi| is ``log_abs_walkers``):
+        (walkers, their log|psi|, new state, statistics with an ``acceptance``)."""
+
+
+@functools.partial(jax.jit, static_argnames=("sampler", "log_abs", "n_steps"))
+def burn_in(
+    key: Array, sampler: Sampler, log_abs: BatchLogAbs, walkers: Walkers, state: PyTree,
+    *, n_steps: int,
+) -> tuple[Walkers, Array, PyTree]:  # fmt: skip
+    """``n_steps`` sampler steps; returns (walkers, log|psi|, sampler state).
+
+    ``log_abs`` is static (hashed by identity): pass the same function to reuse the
+    compilation.
+    """
+
+    def body(i: Array, carry):
+        x, logp, s = carry
+        x, logp, s, _ = sampler.step(jax.random.fold_in(key, i), log_abs, x, logp, s)
+        return x, logp, s
+
+    state = jax.tree.map(lambda s: jnp.asarray(s, walkers.dtype), state)
+    return jax.lax.fori_loop(0, n_steps, body, (walkers, log_abs(walkers), state))
+
+
+def reset_lost_walkers(walkers: Array, log_abs: Array) -> tuple[Array, Array, Array]:
+    """Walkers whose position or log|psi| is not finite restart from a finite walker.
+
+    Each lost walker takes the place of the first healthy one (MCMC separates the copies
+    again); with no healthy walker left nothing changes, the energy is nan and the step is
+    rejected. Returns (walkers, log|psi|, number reset).
+    """
+    healthy = jnp.all(jnp.isfinite(walkers), axis=(1, 2)) & jnp.isfinite(log_abs)
+    donor = jnp.argmax(healthy)
+    lost = ~healthy & jnp.any(healthy)
+    walkers = jnp.where(lost[:, None, None], walkers[donor], walkers)
+    log_abs = jnp.where(lost, log_abs[donor], log_abs)
+    return walkers, log_abs, jnp.sum(lost)
+
+
+def move(
+    sampler: Sampler, key: Array, log_abs: BatchLogAbs, walkers: Walkers, log_abs_walkers: Array,
+    state: PyTree,
+) -> tuple[Walkers, Array, PyTree, Any, Array]:  # fmt: skip
+    """One sampler step, then every lost walker restarted from a healthy one: (walkers,
+    their log|psi|, sampler state, its statistics, walkers reset). What training's and
+    evaluation's steps do to their walkers."""
+    walkers, log_abs_walkers, state, stats = sampler.step(
+        key, log_abs, walkers, log_abs_walkers, state
+    )
+    walkers, log_abs_walkers, n_reset = reset_lost_walkers(walkers, log_abs_walkers)
+    return walkers, log_abs_walkers, state, stats, n_reset

@@ -1,0 +1,16 @@
+"""Statistics of correlated series: blocking error bars and when a run may stop."""
+
+from psijax.statistics.blocking import (
+    MIN_BLOCKING_LENGTH,
+    Estimate,
+    blocking_estimate,
+    reblock,
+    running_mean,
+    tail_estimate,
+)
+from psijax.statistics.stopping import StopRule, Verdict, first_stop
+
+__all__ = [
+    "MIN_BLOCKING_LENGTH", "Estimate", "StopRule", "Verdict", "blocking_estimate",
+    "first_stop", "reblock", "running_mean", "tail_estimate",
+]  # fmt: skip

@@ -1,0 +1,11 @@
+"""The system: molecules (nuclei, charge, spin in bohr), their parsers and presets, and
+pyscf Hartree-Fock for pretraining."""
+
+from psijax.system.molecule import BOHR_PER_ANGSTROM, ELEMENTS, MIN_DISTANCE_BOHR, Molecule
+from psijax.system.parse import from_atom_string, from_pyscf, from_xyz, preset, resolve
+from psijax.system.presets import PRESETS
+
+__all__ = [
+    "BOHR_PER_ANGSTROM", "ELEMENTS", "MIN_DISTANCE_BOHR", "PRESETS", "Molecule",
+    "from_atom_string", "from_pyscf", "from_xyz", "preset", "resolve",
+]  # fmt: skip

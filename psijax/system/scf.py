@@ -1,0 +1,150 @@
+"""Hartree-Fock with pyscf, and its occupied orbitals evaluated in JAX.
+
+``hartree_fock`` runs pyscf UHF once on the host; ``hf_orbital_basis`` evaluates the
+occupied orbitals at walkers in JAX from the basis' Gaussian exponents and contraction
+coefficients, so that pretraining can run as one compiled loop on the devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from psijax.system.molecule import Molecule
+from psijax.types import Array, Walkers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HartreeFock:
+    """A converged (or best-effort) UHF solution.
+
+    Attributes:
+        mol: the built pyscf `gto.Mole` (bohr).
+        coeff_up, coeff_down: occupied MO coefficients, [n_ao, n_up] and [n_ao, n_down].
+        energy: UHF total energy in Hartree (nuclear repulsion included).
+        converged: whether the SCF converged.
+    """
+
+    mol: Any
+    coeff_up: np.ndarray
+    coeff_down: np.ndarray
+    energy: float
+    converged: bool = True
+
+    @property
+    def n_up(self) -> int:
+        return self.coeff_up.shape[1]
+
+    @property
+    def n_down(self) -> int:
+        return self.coeff_down.shape[1]
+
+    def orbitals(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Occupied orbitals of each spin at that spin's electrons, for walkers r [W, N, 3].
+
+        Returns ([W, n_up, n_up], [W, n_down, n_down]) in float64; rows are electrons
+        (spin up first in r), columns are orbitals in order of energy.
+        """
+        r = np.asarray(r, dtype=np.float64)
+        n = self.n_up + self.n_down
+        if r.ndim != 3 or r.shape[1:] != (n, 3):
+            raise ValueError(f"walkers must have shape [W, {n}, 3], got {list(r.shape)}")
+        kind = "GTOval_cart" if self.mol.cart else "GTOval_sph"
+        ao = self.mol.eval_gto(kind, r.reshape(-1, 3)).reshape(r.shape[0], n, -1)
+        up = ao[:, : self.n_up] @ self.coeff_up
+        down = ao[:, self.n_up :] @ self.coeff_down
+        return up, down
+
+
+def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 100) -> HartreeFock:
+    """Run pyscf UHF on `molecule` (quiet, minao guess); warns via logging if not converged."""
+    from pyscf import scf
+
+    mol = molecule.to_pyscf(basis)
+    mol.verbose = 0
+    mf = scf.UHF(mol)
+    mf.init_guess = "minao"
+    mf.max_cycle = max_cycle
+    energy = float(mf.kernel())
+    if not mf.converged:
+        logger.warning(
+            "Hartree-Fock (UHF/%s) for %s did not converge in %d cycles; pretraining on the "
+            "last iterate (E = %.6f Ha)",
+            basis,
+            molecule.name or "".join(molecule.symbols),
+            mf.max_cycle,
+            energy,
+        )
+    up, down = (
+        np.asarray(c)[:, np.asarray(o) > 0] for c, o in zip(mf.mo_coeff, mf.mo_occ, strict=True)
+    )
+    if (up.shape[1], down.shape[1]) != (molecule.n_up, molecule.n_down):
+        raise RuntimeError(
+            f"UHF occupied {up.shape[1]} up and {down.shape[1]} down orbitals, expected "
+            f"{molecule.n_up} and {molecule.n_down}"
+        )
+    return HartreeFock(mol, up, down, energy, bool(mf.converged))
+
+
+# ------------------------------------------------------------------- HF orbitals in JAX
+# libcint's extra factor on cartesian s and p functions (1/sqrt(4 pi), sqrt(3 / (4 pi))).
+_COMMON_FACTOR = {0: 0.282094791773878143, 1: 0.488602511902919921}
+
+
+def hf_orbitals(hf: HartreeFock) -> Callable[[Walkers], tuple[Array, Array]]:
+    """A JAX function with the values of `HartreeFock.orbitals`, in the walkers' dtype.
+
+    Cartesian Gaussians are evaluated shell by shell from pyscf's exponents and normalised
+    contraction coefficients (pyscf's AO order), and pyscf's cartesian-to-spherical map is
+    folded into the MO coefficients; the result matches ``mol.eval_gto`` to rounding.
+    """
+    orbitals, coefficients = hf_orbital_basis(hf)
+    return lambda r: orbitals(r, coefficients)
+
+
+def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]], tuple]:
+    """``hf_orbitals`` as ``orbitals(r, coefficients)`` and the MO ``coefficients``.
+
+    The coefficients are an argument, not constants of the compiled program: pyscf's SCF
+    gives them with run-to-run differences in the last bits, and a program holding them
+    as constants would miss JAX's persistent compilation cache on every launch (4-5 s of
+    compile at the default LiH job).
+    """
+    from pyscf.gto import gto_norm
+
+    mol = hf.mol
+    shells = []
+    for b in range(mol.nbas):
+        ang, exponents = mol.bas_angular(b), mol.bas_exp(b)
+        norm = gto_norm(ang, exponents)[:, None] * _COMMON_FACTOR.get(ang, 1.0)
+        coeffs = mol.bas_ctr_coeff(b) * norm
+        powers = [(x, y, ang - x - y) for x in range(ang, -1, -1) for y in range(ang - x, -1, -1)]
+        shells.append((mol.bas_coord(b), exponents, coeffs, np.asarray(powers)))
+    to_basis = np.eye(mol.nao_cart()) if mol.cart else mol.cart2sph_coeff()
+    coefficients = (to_basis @ hf.coeff_up, to_basis @ hf.coeff_down)
+    n_up = hf.n_up
+
+    def orbitals(r: Walkers, coefficients) -> tuple[Array, Array]:
+        dtype = r.dtype
+        coeff_up, coeff_down = coefficients
+        blocks = []
+        for center, exponents, coeffs, powers in shells:
+            d = r - jnp.asarray(center, dtype)  # [W, N, 3]
+            r2 = jnp.sum(d**2, axis=-1, keepdims=True)
+            radial = jnp.exp(-r2 * jnp.asarray(exponents, dtype)) @ jnp.asarray(coeffs, dtype)
+            angular = jnp.prod(d[..., None, :] ** jnp.asarray(powers, dtype), axis=-1)
+            block = radial[..., :, None] * angular[..., None, :]  # [W, N, contraction, xyz]
+            blocks.append(block.reshape(*r.shape[:-1], -1))
+        ao = jnp.concatenate(blocks, axis=-1)  # [W, N, n_ao_cart]
+        up = ao[:, :n_up] @ jnp.asarray(coeff_up, dtype)
+        down = ao[:, n_up:] @ jnp.asarray(coeff_down, dtype)
+        return up, down
+
+    return orbitals, coefficients

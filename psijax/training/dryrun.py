@@ -1,0 +1,81 @@
+"""``psijax train --dry-run``: check everything a run would check, show the job, write nothing.
+
+Prints the resolved config (as a config file that reproduces the run), the electrons per
+spin, the parameter count, the device layout, the Laplacian operator and the Hartree-Fock
+energy. Any problem raises the same ``InputError`` a real run would raise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+
+from psijax import config as config_lib
+from psijax import parallel, registry, system
+from psijax.rundir import checkpoint, train_files
+from psijax.system import scf
+from psijax.training.state import abstract_train_state
+
+
+def config_text(config: config_lib.Config) -> str:
+    """The config as TOML tables, one per section; unset (None) fields are comments."""
+    lines = []
+    for section, values in config_lib.sectioned(config).items():
+        lines.append(f"[{section}]")
+        for name, value in values.items():
+            if value is None:
+                lines.append(f"# {name} = (unset)")
+            else:
+                lines.append(f"{name} = {json.dumps(value)}")
+    return "\n".join(lines)
+
+
+def describe(config: config_lib.Config, *, force: bool = False, resume: bool = False) -> str:
+    """Everything a run of ``config`` would check, checked; the job in words."""
+    molecule = system.resolve(
+        config.system, charge=config.charge, spin=config.spin, unit=config.unit
+    )
+    mesh = parallel.make_mesh(config.devices)
+    parallel.check_walkers(config.walkers, mesh)
+    molecule.to_pyscf(config.basis)  # an unknown basis fails here
+    out = Path(config.out)
+    if resume:
+        latest = None
+        if (out / checkpoint.SUBDIR).is_dir():
+            reader = checkpoint.Checkpoints(out, read_only=True)
+            latest = reader.latest()
+            reader.close()
+        where = f"resume from step {latest}" if latest is not None else "resume from step 0"
+    else:
+        parallel.check_on_lead(lambda: train_files.check_new(out, force))
+        holds = any((out / name).exists() for name in train_files.RUN_FILES)
+        where = "overwrite the run there (--force)" if holds else "a new run"
+    net = registry.ansatz(molecule, config)
+    operator = registry.laplacian(config.laplacian, molecule.n_electrons)
+    optimizer = registry.optimizer(config)
+    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
+    n_params = sum(x.size for x in jax.tree.leaves(template.params))
+    hf = scf.hartree_fock(molecule, config.basis)
+
+    n_dev = mesh.devices.size
+    exact = molecule.exact_energy
+    lines = [
+        "# psijax train --dry-run: every input checked, nothing written",
+        "# the resolved config (save it as run.toml and pass --config run.toml):",
+        config_text(config),
+        "",
+        f"molecule       {len(molecule.symbols)} atoms ({' '.join(molecule.symbols)}), "
+        f"charge {molecule.charge}, spin {molecule.spin}",
+        f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down",
+        f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}",
+        f"network        {net.describe()}: {n_params:,} parameters",
+        f"laplacian      {config.laplacian} ({type(operator).__name__})",
+        f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
+        f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
+        f"hartree-fock   UHF/{config.basis} E = {hf.energy:.6f} Ha"
+        + ("" if hf.converged else " (not converged)"),
+        f"output         {out}: {where}",
+    ]
+    return "\n".join(lines)

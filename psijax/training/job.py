@@ -1,0 +1,296 @@
+"""The whole job in one call: molecule -> trained wavefunction -> energy with an error bar.
+
+>>> import psijax
+>>> result = psijax.train(system="H2", steps=500, out="runs/h2")
+>>> print(result.energy, result.exact)
+>>> psijax.train(out="runs/h2", resume=True, steps=1000)  # continue it to 1000 steps
+
+Every input is checked before anything is written: a bad molecule, config, device count,
+basis or checkpoint raises ``InputError`` and leaves the run directory as it was.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from psijax import config as config_lib
+from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.ansatz import Ansatz
+from psijax.errors import InputError
+from psijax.parallel.batching import map_walkers
+from psijax.run.compile_cache import use_compilation_cache
+from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, peer_watch
+from psijax.run.progress import Progress
+from psijax.rundir import checkpoint, train_files
+from psijax.sampling import burn_in
+from psijax.statistics import Estimate, StopRule, tail_estimate
+from psijax.system import scf
+from psijax.training import pretrain
+from psijax.training.state import abstract_train_state, train_state
+from psijax.training.step import StepConfig, make_step
+from psijax.types import Params, TrainState
+
+
+@dataclasses.dataclass
+class TrainResult:
+    molecule: system.Molecule
+    energy: Estimate  # blocking analysis of the trailing eval_fraction of the run
+    exact: float | None
+    energies: np.ndarray  # per-step mean local energy
+    params: Params
+    seconds: float
+    out: Path  # the run directory: metrics.csv, summary.json, config.json, checkpoints/
+    config: config_lib.Config | None = None  # the resolved config of the run
+    network: Ansatz | None = None  # network.log_abs(params, walker) is log|psi|
+    converged_at: int | None = None  # the step --target-error stopped the run at
+
+    @property
+    def error_vs_exact(self) -> float | None:
+        return None if self.exact is None else self.energy.mean - self.exact
+
+
+def make_config(
+    config: config_lib.Config | None = None, *, resume: bool = False, **overrides
+) -> config_lib.Config:
+    """The run's config: ``config`` (or defaults) with ``overrides``; for ``resume``, the
+    config saved in ``out`` with only resumable fields overridden."""
+    overrides = _molecule_as_text(config_lib.flatten(overrides))
+    if not resume:
+        return config_lib.from_dict(overrides, config)
+    out = overrides.get("out", config.out if config else None)
+    if out is None:
+        raise InputError("resume needs the run directory; give --resume DIR (or out=DIR)")
+    saved = train_files.read_config(Path(out))
+    given = {**(config_lib.to_dict(config) if config else {}), **overrides}
+    return config_lib.for_resume(saved, given)
+
+
+def _molecule_as_text(overrides: dict) -> dict:
+    """A ``system`` given as a psijax ``Molecule`` or a pyscf ``Mole`` becomes its atom
+    string in bohr with its charge and spin, so that the config stays plain text."""
+    given = overrides.get("system")
+    if given is None or isinstance(given, str | os.PathLike):
+        return overrides
+    mol = system.resolve(given, charge=overrides.get("charge"), spin=overrides.get("spin"))
+    return overrides | dict(system=mol.atom_string(), charge=mol.charge, spin=mol.spin, unit="bohr")
+
+
+OnStep = Callable[[int, dict[str, float]], None]
+
+
+def train(
+    config: config_lib.Config | None = None,
+    *,
+    progress: bool = True,
+    force: bool = False,
+    resume: bool = False,
+    on_step: OnStep | None = None,
+    **overrides,
+) -> TrainResult:
+    """Train on ``config`` (or the defaults) with keyword ``overrides``; see ``Config``.
+
+    ``system`` may be a preset name, an atom string, an .xyz path, a ``psijax.Molecule``
+    or a built pyscf ``Mole``. ``resume=True`` continues the run in ``out`` from its newest
+    checkpoint (or from the start if it has none yet), exactly as if it had never stopped.
+    ``on_step(step, metrics)`` is called on process 0 after every step with that step's
+    metrics as Python floats (the columns of metrics.csv), one step late; an exception it
+    raises stops the run (the last checkpoint stays).
+    """
+    started = time.perf_counter()
+    config = make_config(config, resume=resume, **overrides)
+    use_compilation_cache(config.compilation_cache)
+    molecule = system.resolve(
+        config.system, charge=config.charge, spin=config.spin, unit=config.unit
+    )
+    mesh = parallel.make_mesh(config.devices)
+    parallel.check_walkers(config.walkers, mesh)
+    if config.pretrain_steps:
+        molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
+    out = Path(config.out)
+    if not resume:
+        parallel.check_on_lead(lambda: train_files.check_new(out, force))
+
+    net = registry.ansatz(molecule, config)
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    optimizer = registry.optimizer(config)
+    sampler = registry.sampler(config)
+    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
+    identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
+    lead = jax.process_index() == 0
+    show = Progress(
+        config.steps, enabled=progress and lead, exact=molecule.exact_energy,
+        eval_fraction=config.eval_fraction,
+    )  # fmt: skip
+    show.note(_header(molecule, config, template, mesh))
+    show.note(net.describe())
+    state = None
+    if resume and (out / checkpoint.SUBDIR).is_dir():
+        reader = checkpoint.Checkpoints(out, read_only=True)
+        if reader.latest() is not None:
+            t0 = time.perf_counter()
+            state = reader.restore(template, identity)
+            show.note(
+                f"restored step {reader.latest()} from {out / checkpoint.SUBDIR} "
+                f"({time.perf_counter() - t0:.1f} s)"
+            )
+        reader.close()
+    if resume and state is None:
+        show.note(f"no checkpoint in {out} yet: starting the run from step 0")
+    start = 0 if state is None else int(parallel.to_host(state.step))
+
+    # ---- every input is checked; from here on files are written
+    writer = train_files.RunWriter(
+        out, molecule, config, resume_step=start, resuming=resume, enabled=lead
+    )
+    show.follow(writer.energies)  # the running estimate includes a resumed run's rows
+    checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
+    resume_command = f"psijax train --resume {out}"
+    watch = peer_watch(out, start, writer.flush, resume_command)
+    with StopSignals() as signals, watch:
+        step = make_step(
+            net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler
+        )
+        # Compile the step (the largest launch cost) while pretraining and burn-in run.
+        fresh = state is None
+        show.note("compiling the training step" + " (in the background)" * fresh)
+        t_compile = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            compiling = pool.submit(_timed, lambda: step.lower(template).compile())
+            if fresh:
+                state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show)
+                if not compiling.done():
+                    show.note("waiting for the compiler")
+            step, compiled_at = compiling.result()
+        show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
+
+        def on_metrics(i: int, m: dict[str, float]) -> None:
+            writer.row(i, m, time.perf_counter() - started)
+            show.step(i, m)
+            if on_step is not None and lead:
+                on_step(i, m)
+
+        loop = HostLoop(
+            step=step,
+            n_steps=config.steps,
+            on_metrics=on_metrics,
+            checkpoints=checkpoints,
+            identity=identity,
+            policy=CheckpointPolicy(
+                config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
+            ),
+            max_rejected=config.max_rejected,
+            signals=signals,
+            watch=watch,
+            resume=resume_command,
+            before_save=writer.flush,
+            converged=_stop_rule(config, writer.energies),
+        )
+        show.phase("training", config.steps, start=start)
+        if config.target_error is not None:
+            show.note(
+                f"stopping early once the energy's error bar is below {config.target_error:g} Ha"
+                " and it no longer drifts (psijax.statistics.stopping)"
+            )
+        try:
+            state = loop.run(state, start)
+        finally:
+            show.close()
+            writer.close()
+            if checkpoints is not None:
+                checkpoints.close()
+
+    if loop.converged_at is not None:
+        show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
+    energies = np.asarray(writer.energies)
+    finite = energies[np.isfinite(energies)]
+    if finite.size < 2:
+        raise InputError("fewer than two finite energies; run more steps")
+    estimate = tail_estimate(finite, config.eval_fraction)
+    seconds = time.perf_counter() - started
+    result = TrainResult(
+        molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
+        config=config, network=net, converged_at=loop.converged_at,
+    )  # fmt: skip
+    writer.finish(estimate, energies, seconds, config, converged_at=loop.converged_at)
+    return result
+
+
+def _stop_rule(config: config_lib.Config, energies: list[float]):
+    """The --target-error check on the run's per-step energies (None without a target)."""
+    if config.target_error is None:
+        return None
+    rule = StopRule(config.target_error, config.eval_fraction)
+
+    def converged() -> str | None:
+        verdict = rule.check(energies)
+        return verdict.reason if verdict.stop else None
+
+    return converged
+
+
+def _timed(fn):
+    """``fn()`` and the time.perf_counter() at which it returned."""
+    value = fn()
+    return value, time.perf_counter()
+
+
+def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh) -> str:
+    """The job in one line: molecule, electrons per spin, parameters, walkers, devices."""
+    n_params = sum(x.size for x in jax.tree.leaves(template.params))
+    devices = mesh.devices.size
+    kind = jax.devices()[0].platform
+    return (
+        f"{config.system}: {molecule.n_electrons} electrons ({molecule.n_up} up, "
+        f"{molecule.n_down} down), {n_params:,} parameters, {config.walkers} walkers on "
+        f"{devices} {kind} device{'s' * (devices != 1)}"
+    )
+
+
+def step_config(config: config_lib.Config) -> StepConfig:
+    return StepConfig(
+        clip_scale=config.clip_scale,
+        chunk_size=config.chunk_size,
+        jacobian_blocks=config.jacobian_blocks,
+    )
+
+
+def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress) -> TrainState:
+    """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
+    params = net.init(keys[0], jnp.float32)
+    params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
+    walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
+    if config.pretrain_steps:
+        t0 = time.perf_counter()
+        hf = scf.hartree_fock(molecule, config.basis)
+        show.note(
+            f"Hartree-Fock (UHF/{config.basis}): E = {hf.energy:.6f} Ha"
+            f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
+        )
+        show.phase(f"pretraining on Hartree-Fock ({config.basis})", config.pretrain_steps)
+        params, walkers, _ = pretrain.pretrain(
+            keys[2], net, params, molecule, walkers,
+            steps=config.pretrain_steps, basis=config.basis, hf=hf,
+            sampler=pretrain.sampler_of(config), callback=lambda i, loss: show.pretrain(i, loss),
+        )  # fmt: skip
+
+    width, log_abs = sampler.init(jnp.float32), None
+    if config.burn_in_steps:
+        show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
+        batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
+        walkers, log_abs, width = burn_in(
+            keys[3], sampler, batch_log_abs, walkers, width, n_steps=config.burn_in_steps
+        )
+    return train_state(
+        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
+    )

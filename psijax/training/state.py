@@ -1,0 +1,62 @@
+"""The one place a ``TrainState`` is built: by training, evaluation's templates, the
+tests and the benchmarks."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from psijax import parallel, registry
+from psijax.config import Config
+from psijax.parallel.batching import map_walkers
+from psijax.types import Array, Params, TrainState, Walkers
+
+
+def train_state(
+    net,
+    optimizer,
+    params: Params,
+    walkers: Walkers,
+    key: Array,
+    *,
+    width: Array | None = None,
+    log_abs: Array | None = None,
+    mesh: Mesh | None = None,
+) -> TrainState:
+    """A state at step 0: the optimiser's initial state, log|psi| of the walkers (computed
+    unless given) and the sampler's state ``width`` (unless given, the initial state of the
+    default config's sampler). With ``mesh`` it is placed there, walkers split over the
+    devices and everything else replicated, on one or many processes."""
+    if log_abs is None:  # one compiled program, not ~100 operations compiled one by one
+        log_abs = jax.jit(lambda p, w: map_walkers(net.log_abs, p, w))(params, walkers)
+    if width is None:
+        width = registry.sampler(Config()).init(walkers.dtype)
+    state = TrainState(
+        params=params,
+        opt_state=optimizer.init(params),
+        walkers=walkers,
+        log_abs=log_abs,
+        width=jnp.asarray(width, walkers.dtype),
+        step=jnp.zeros((), jnp.int32),
+        key=key,
+    )
+    if mesh is None:
+        return state
+    return parallel.to_global(state, parallel.state_shardings(mesh, state))
+
+
+def abstract_train_state(net, optimizer, n_walkers: int, n_electrons: int, mesh: Mesh):
+    """Shapes, dtypes and shardings of the float32 TrainState, without computing it."""
+
+    def build() -> TrainState:
+        walkers = jnp.zeros((n_walkers, n_electrons, 3), jnp.float32)
+        params = net.init(jax.random.PRNGKey(0), jnp.float32)
+        zeros = jnp.zeros((n_walkers,), jnp.float32)
+        return train_state(net, optimizer, params, walkers, jax.random.PRNGKey(0), log_abs=zeros)
+
+    shapes = jax.eval_shape(build)
+    shardings = parallel.state_shardings(mesh, shapes)
+    return jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shardings
+    )
