@@ -245,3 +245,41 @@ def test_function_independent_of_the_walker():
 def test_forward_sparse_rejects_nonpositive_threshold():
     with pytest.raises(ValueError, match="Forward"):
         laplacian.ForwardSparse(threshold=0)
+
+
+def test_a_dense_fallback_of_the_sparse_laplacian_is_said_once_in_psijax_words(
+    caplog, capsys, monkeypatch
+):
+    """folx cannot track sparsity through a concatenation with a constant; it logs that on
+    every trace through a root handler of its own. psijax keeps that text off the terminal
+    and says once, on its own logger, that the rest is computed densely; the value is
+    exact either way. PsiFormer's own input layer avoids the case."""
+    from psijax.ansatz import PsiFormer
+    from psijax.laplacian import _folx
+
+    monkeypatch.setattr(_folx, "_said", set())
+
+    def constant_column(x):
+        h = jnp.concatenate([x.reshape(4, 3), jnp.ones((4, 1), x.dtype)], axis=-1)
+        return jnp.sum(jnp.tanh(h @ jnp.linspace(0.1, 1.0, 20).reshape(4, 5)) ** 2)
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (4, 3))
+    dense = laplacian.Hessian()(constant_column)(x)
+    for scale in (1.0, 2.0):  # two traces: one message
+        f = lambda y, s=scale: constant_column(s * y) / s**2
+        sparse = jax.jit(laplacian.ForwardSparse(0.6)(f))(x)
+    np.testing.assert_allclose(sparse[2], laplacian.Hessian()(f)(x)[2], rtol=1e-10)
+    plain = jax.jit(laplacian.ForwardSparse(0.6)(constant_column))(x)
+    np.testing.assert_allclose(plain[2], dense[2], rtol=1e-10)
+    said = [r.getMessage() for r in caplog.records if r.name == "psijax.laplacian"]
+    assert len(said) == 1 and "`concatenate`" in said[0] and "computes densely" in said[0]
+    assert "[folx]" not in capsys.readouterr().err
+    assert not any("Could not perform" in r.getMessage() for r in caplog.records)
+
+    net = PsiFormer(2, 2, ((0.0, 0.0, 0.0),), layers=1, heads=2, head_dim=4, n_determinants=1)
+    params = net.init(jax.random.PRNGKey(1), jnp.float64)
+    caplog.clear()
+    jax.jit(laplacian.ForwardSparse(6)(functools.partial(net.log_abs, params)))(
+        jax.random.normal(jax.random.PRNGKey(2), (4, 3))
+    )
+    assert not [r for r in caplog.records if r.name == "psijax.laplacian"]

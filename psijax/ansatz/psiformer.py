@@ -97,10 +97,11 @@ class PsiFormer(MolecularAnsatz):
     def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
         """Final electron features [n, model_dim] and electron-nucleus distances [n, atoms]."""
         h_ae, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
-        spin = jnp.concatenate(
-            [jnp.ones((self.n_up, 1), r.dtype), -jnp.ones((self.n_down, 1), r.dtype)]
-        )
-        h = jnp.concatenate([h_ae, spin], axis=-1) @ params["embed"]["w"]
+        # [h_ae, spin] @ W written as h_ae @ W[:-1] + spin W[-1]: concatenating a constant
+        # column to the walker's features would stop folx's sparsity tracking here.
+        spin = jnp.where(jnp.arange(self.n_up + self.n_down) < self.n_up, 1.0, -1.0)
+        w = params["embed"]["w"]
+        h = h_ae @ w[:-1] + spin.astype(r.dtype)[:, None] * w[-1]
         for layer in params["layers"]:
             x = _layer_norm(h, layer["norm_attention"]) if self.layer_norm else h
             h = h + self._attention(layer, x)

@@ -23,7 +23,10 @@ folx never evaluates anything eagerly, and every equation it binds is well typed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.extend
@@ -54,9 +57,11 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
     walker_part = _walker_part(closed, flat)
     state = init_forward_laplacian_state(flat, sparsity=sparsity_threshold > 0, weights=1.0)
     try:
-        (out,) = eval_jaxpr_with_forward_laplacian(
-            walker_part.jaxpr, walker_part.consts, *state, sparsity_threshold=sparsity_threshold
-        )
+        with _dense_fallbacks_said_once():
+            (out,) = eval_jaxpr_with_forward_laplacian(
+                walker_part.jaxpr, walker_part.consts, *state,
+                sparsity_threshold=sparsity_threshold,
+            )  # fmt: skip
     except SystemExit:  # folx ends the process when an eager evaluation fails (#1)
         raise UnsupportedError(
             "folx's sparse forward Laplacian tried to end the process while tracing this "
@@ -211,3 +216,46 @@ def _eager_evaluation_works() -> bool:
 
 def _read(env: dict, v):
     return v.val if isinstance(v, Literal) else env[v]
+
+
+# folx logs, on the root logger through a handler of its own, each index operation whose
+# sparsity pattern it cannot work out (a concatenation of a constant with the walker's
+# features, data-dependent indexing), then computes that operation and everything after it
+# densely. psijax says so once per operation, in its own words, on its own logger.
+_FALLBACK = re.compile(r"Could not perform index operation (\w+)")
+_said: set[str] = set()
+logger = logging.getLogger("psijax.laplacian")
+
+
+class _DenseFallbacks(logging.Filter):
+    """Keeps folx's fallback records off the terminal and notes their operations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.operations: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        match = _FALLBACK.search(str(record.msg))
+        if match is None:
+            return True
+        self.operations.append(match.group(1))
+        return False
+
+
+@contextlib.contextmanager
+def _dense_fallbacks_said_once() -> Iterator[None]:
+    root, watch = logging.getLogger(), _DenseFallbacks()
+    root.addFilter(watch)
+    try:
+        yield
+    finally:
+        root.removeFilter(watch)
+    for operation in dict.fromkeys(watch.operations):  # after folx has put back the handlers
+        if operation not in _said:
+            _said.add(operation)
+            logger.warning(
+                "psijax: the sparse forward Laplacian cannot follow which inputs `%s` "
+                "depends on in this function; from there on it computes densely (the "
+                "result is exact, only slower; laplacian.Forward() is as fast there)",
+                operation,
+            )
