@@ -95,8 +95,12 @@ def test_local_energy_is_the_sum_of_its_terms():
     assert molecular.columns == (
         "energy", "kinetic", "electron_nucleus", "electron_electron", "nucleus_nucleus"
     )  # fmt: skip
-    parts = jax.jit(molecular.local_energy(net).parts)(params, r)
-    by_hand = hamiltonian.kinetic_energy(op, net.log_abs, params, r)
+    parts, by_hand = jax.jit(
+        lambda p, x: (
+            molecular.local_energy(net).parts(p, x),
+            hamiltonian.kinetic_energy(op, net.log_abs, p, x),
+        )
+    )(params, r)
     np.testing.assert_allclose(parts["kinetic"], by_hand, rtol=1e-12)
     np.testing.assert_allclose(
         parts["energy"], sum(v for k, v in parts.items() if k != "energy"), rtol=1e-12
