@@ -3,8 +3,8 @@
     /tmp/peers/venv-ferminet/bin/python benchmarks/peers/ferminet_lih.py --iterations 400
     /tmp/peers/venv-ferminet/bin/python benchmarks/peers/peer_times.py /tmp/peers/out-ferminet/lih
 
-Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "Against
-FermiNet and jaqmc").
+Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "The step
+against FermiNet and jaqmc").
 
 Settings (psijax's defaults where FermiNet lets us set them): Li (0,0,0), H (3.015,0,0) bohr,
 2 up + 2 down electrons, 256 walkers, FermiNet hidden_dims 3 x (64, 16), 8 determinants,

@@ -3,8 +3,8 @@
     /tmp/peers/venv-jaqmc/bin/python benchmarks/peers/jaqmc_lih.py --iterations 400
     /tmp/peers/venv-jaqmc/bin/python benchmarks/peers/peer_times.py /tmp/peers/out-jaqmc/lih
 
-Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "Against
-FermiNet and jaqmc").
+Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "The step
+against FermiNet and jaqmc").
 
 This is what `jaqmc molecule train ...` does (ConfigManager + configure_runtime +
 MoleculeTrainWorkflow(cfg)()), with these settings (psijax's defaults where JaQMC lets us set

@@ -14,8 +14,8 @@ formed and dropped in turn (a loop). Its peak memory is about one block, ``walke
 n_blocks``, plus ``chunk x P`` for the gradients of one chunk of walkers (``chunk_size``),
 for n_blocks + 3 passes over the walkers instead of one (the blocks, a forward-mode pass,
 and two backward passes: SPRING's and the step's gradient): the mode for a jacobian that does
-not fit a device (``--jacobian-blocks``; docs/benchmarks.md, "A natural-gradient step that
-scales").
+not fit a device (``--jacobian-blocks``; docs/benchmarks.md, "SPRING's memory across
+devices").
 """
 
 from __future__ import annotations
