@@ -24,6 +24,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "laplacian": tuple(registry.LAPLACIANS),
     "sampler": tuple(registry.SAMPLERS),
 }
+ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
@@ -34,6 +35,8 @@ class Config:
     charge: int | None = None
     spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
+    ecp: str | None = None  # effective core potentials: "ccecp", or "Cl:ccecp Na:ccecp"
+    ecp_quadrature: int = 12  # points of the nonlocal ECP term's quadrature on the sphere
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int = 256
@@ -108,6 +111,11 @@ class Config:
             )
         if not self.basis.strip():
             raise InputError("basis is empty; give a basis name such as sto-6g or cc-pvdz")
+        if self.ecp_quadrature not in ECP_QUADRATURES:
+            raise InputError(
+                f"ecp_quadrature={self.ecp_quadrature} has no rule; use one of "
+                f"{', '.join(map(str, ECP_QUADRATURES))} (points on the sphere)"
+            )
         if self.chunk_size is not None and self.chunk_size < 1:
             raise InputError(f"chunk_size={self.chunk_size} must be a positive number or unset")
 
@@ -117,7 +125,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # ``--help`` groups the flags by them and ``--dry-run`` prints them so. A section's table
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "system": ("system", "charge", "spin", "unit"),
+    "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature"),
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
         "layer_norm", "jastrow", "determinants", "full_det",
@@ -147,7 +155,7 @@ IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
-    "sampler": "metropolis",
+    "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12,
 }  # fmt: skip
 
 

@@ -69,6 +69,8 @@ SAMPLERS: dict[str, Entry] = {
 HAMILTONIAN: dict[str, Entry] = {
     "kinetic": Entry("psijax.hamiltonian.kinetic:from_config"),
     "coulomb": Entry("psijax.hamiltonian.coulomb:from_config"),
+    "ecp_local": Entry("psijax.hamiltonian.ecp:local_from_config"),
+    "ecp_nonlocal": Entry("psijax.hamiltonian.ecp:nonlocal_from_config"),
 }
 OBSERVABLES: dict[str, Entry] = {
     "spin": Entry("psijax.estimators.spin:from_config"),

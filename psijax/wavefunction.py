@@ -75,7 +75,15 @@ class Wavefunction:
         """The energy, its components and every column of the observables ``names``
         (``psijax.estimators.observables``) per walker."""
         r = self._check(r)
+        default = names is observables.DEFAULT
         names = observables.parse(list(names))
+        if self.molecule.ecp and "forces" in names:
+            if not default:
+                raise InputError(
+                    "forces are not available with effective core potentials (their force "
+                    "terms are not implemented); leave them out of names"
+                )
+            names = tuple(n for n in names if n != "forces")
         if names not in self._compiled:
             self._compiled[names] = _local_values_fn(self, names)
         fn = self._compiled[names]
@@ -161,9 +169,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     readable checkpoint."""
     path = check_run(run)
     config = config_lib.load(path / "config.json")
-    molecule = system.resolve(
-        config.system, charge=config.charge, spin=config.spin, unit=config.unit
-    )
+    molecule = system.for_config(config)
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
     net = registry.ansatz(molecule, config)
     template = abstract_train_state(

@@ -27,6 +27,9 @@ HELP = {
     "charge": "net charge",
     "spin": "n_up - n_down",
     "unit": "unit of atom-string coordinates",
+    "ecp": "effective core potentials from pyscf's tables: ccecp (every element it has a "
+    "core for) or element:table pairs, e.g. 'Cl:ccecp Na:ccecp'",
+    "ecp_quadrature": "points of the nonlocal ECP term's quadrature on the sphere",
     "basis": "basis for Hartree-Fock pretraining",
     "steps": "training steps",
     "walkers": "walkers (a multiple of the device count)",
@@ -71,6 +74,7 @@ UNSET = {
         f"{e.learning_rate:g} for {name}" for name, e in registry.OPTIMIZERS.items()
     ),
     "chunk_size": "automatic",
+    "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",
 }

@@ -98,7 +98,7 @@ def _train(args: argparse.Namespace) -> int:
             raise InputError("--resume and --force contradict each other; give only one")
         overrides["out"] = args.resume
     config = make_config(resume=bool(args.resume), **overrides)
-    system.resolve(config.system, charge=config.charge, spin=config.spin, unit=config.unit)
+    system.for_config(config)
     if args.dry_run:
         from psijax.training import dryrun
 

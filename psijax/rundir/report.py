@@ -156,8 +156,7 @@ def report(run: str | Path) -> str:
             f"{str(run)!r} holds no psijax run (no config.json); give the --out of a training run"
         )
     config = config_lib.load(run / "config.json")
-    molecule = system.resolve(config.system, charge=config.charge, spin=config.spin,
-                              unit=config.unit)  # fmt: skip
+    molecule = system.for_config(config)
     train_rows = read_rows(run / "metrics.csv") if (run / "metrics.csv").is_file() else []
     eval_dir = run / "eval"
     eval_rows = read_rows(eval_dir / "metrics.csv") if (eval_dir / "metrics.csv").is_file() else []

@@ -2,10 +2,17 @@
 pyscf Hartree-Fock for pretraining."""
 
 from psijax.system.molecule import BOHR_PER_ANGSTROM, ELEMENTS, MIN_DISTANCE_BOHR, Molecule
-from psijax.system.parse import from_atom_string, from_pyscf, from_xyz, preset, resolve
+from psijax.system.parse import (
+    for_config,
+    from_atom_string,
+    from_pyscf,
+    from_xyz,
+    preset,
+    resolve,
+)
 from psijax.system.presets import PRESETS
 
 __all__ = [
     "BOHR_PER_ANGSTROM", "ELEMENTS", "MIN_DISTANCE_BOHR", "PRESETS", "Molecule",
-    "from_atom_string", "from_pyscf", "from_xyz", "preset", "resolve",
+    "for_config", "from_atom_string", "from_pyscf", "from_xyz", "preset", "resolve",
 ]  # fmt: skip

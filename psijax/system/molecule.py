@@ -33,6 +33,9 @@ Coord = tuple[float, float, float]
 class Molecule:
     """Nuclei (symbols, charges Z, positions in bohr), net charge and spin = n_up - n_down.
 
+    `ecp` names each atom's effective core potential (a pyscf table such as ``ccecp``) or
+    ``None`` (all-electron); empty when no atom has one. An ECP atom's core electrons are
+    not in the molecule, and its nucleus carries ``Z - n_core`` (``nuclear_charges``).
     `name` is a label only: it takes no part in equality.
     """
 
@@ -42,6 +45,7 @@ class Molecule:
     charge: int = 0
     spin: int = 0
     name: str | None = dataclasses.field(default=None, compare=False)
+    ecp: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
         symbols = tuple(
@@ -66,6 +70,7 @@ class Molecule:
                     f"nuclear charge {z} of atom {i} is not a positive whole number; "
                     "use the atomic number Z of its element"
                 )
+        self._set_ecp()
         for name in ("charge", "spin"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
@@ -93,6 +98,45 @@ class Molecule:
                 f"{parity}); use e.g. spin={n % 2}"
             )
 
+    def _set_ecp(self) -> None:
+        from psijax.system import ecp as tables
+
+        names = tuple(None if e is None else str(e).strip().lower() for e in self.ecp)
+        if not any(names):
+            object.__setattr__(self, "ecp", ())
+            return
+        if len(names) != len(self.symbols):
+            raise InputError(
+                f"ecp names {len(names)} atoms, the molecule has {len(self.symbols)}; give one "
+                "name (or None) per atom"
+            )
+        object.__setattr__(self, "ecp", names)
+        per_element: dict[str, str | None] = {}
+        for symbol, name in zip(self.symbols, names, strict=True):
+            if per_element.setdefault(symbol, name) != name:
+                raise InputError(
+                    f"the {symbol} atoms carry different ECPs ({per_element[symbol]} and {name}); "
+                    "give every atom of an element the same ECP"
+                )
+        for i, (symbol, name) in enumerate(zip(self.symbols, names, strict=True), start=1):
+            if name is not None and tables.load(name, symbol) is None:
+                raise InputError(
+                    f"ECP table {name!r} has no potential for {symbol} (atom {i}); choose "
+                    f"another table for {symbol} or leave it all-electron"
+                )
+
+    @property
+    def core_electrons(self) -> tuple[int, ...]:
+        """Electrons each atom's ECP removes (0 for all-electron atoms)."""
+        from psijax.system import ecp as tables
+
+        if not self.ecp:
+            return (0,) * len(self.symbols)
+        return tuple(
+            0 if name is None else tables.load(name, symbol).n_core  # type: ignore[union-attr]
+            for symbol, name in zip(self.symbols, self.ecp, strict=True)
+        )
+
     def _check_distances(self) -> None:
         dist = self._distances()
         close = np.argwhere(np.triu(dist < MIN_DISTANCE_BOHR, k=1))
@@ -117,7 +161,8 @@ class Molecule:
 
     @property
     def n_electrons(self) -> int:
-        return round(sum(self.charges)) - self.charge
+        """Electrons treated explicitly (valence only on ECP atoms)."""
+        return round(sum(self.charges)) - sum(self.core_electrons) - self.charge
 
     @property
     def n_up(self) -> int:
@@ -134,8 +179,8 @@ class Molecule:
 
     @property
     def nuclear_charges(self) -> np.ndarray:
-        """Float array [atom] of Z."""
-        return np.asarray(self.charges, dtype=np.float64)
+        """Float array [atom] of the charges the electrons see: Z, or Z - n_core with an ECP."""
+        return np.asarray(self.charges, dtype=np.float64) - np.asarray(self.core_electrons)
 
     @property
     def nuclear_repulsion(self) -> float:
@@ -146,7 +191,9 @@ class Molecule:
     @property
     def exact_energy(self) -> float | None:
         """Reference energy (Hartree) if this is a preset, up to a rigid motion, else None."""
-        if any(z != Z_OF[s.lower()] for s, z in zip(self.symbols, self.charges, strict=True)):
+        if self.ecp or any(
+            z != Z_OF[s.lower()] for s, z in zip(self.symbols, self.charges, strict=True)
+        ):
             return None
         bonds = np.sort(self._distances()[np.triu_indices(self.n_atoms, k=1)])
         for symbols, bond, charge, spin, energy in REFERENCES.values():
@@ -167,9 +214,10 @@ class Molecule:
         )
 
     def to_pyscf(self, basis: str = "sto-6g") -> Any:
-        """A built pyscf `gto.Mole` in bohr with the same charge and spin.
+        """A built pyscf `gto.Mole` in bohr with the same charge, spin and ECPs.
 
-        An unknown basis, or one without some element of the molecule, raises `InputError`.
+        An unknown basis, or one without some element of the molecule, raises `InputError`;
+        so does an all-electron basis for an ECP atom (``psijax.system.ecp.basis_for``).
         """
         from pyscf import gto
         from pyscf.lib.exceptions import BasisNotFoundError
@@ -178,6 +226,15 @@ class Molecule:
         if isinstance(basis, str) and not basis.strip():
             raise InputError(f"basis {basis!r} is not a basis name; {fix}")
         atoms = [(s, c) for s, c in zip(self.symbols, self.coords, strict=True)]
+        ecp: dict[str, str] = {}
+        given = basis
+        if self.ecp and isinstance(basis, str) and basis.strip():
+            from psijax.system import ecp as tables
+
+            ecp = {s: e for s, e in zip(self.symbols, self.ecp, strict=True) if e is not None}
+            basis = {
+                s: tables.basis_for(s, ecp[s], given) if s in ecp else given for s in self.symbols
+            }
         try:
             with warnings.catch_warnings():
                 # pyscf's multi-line hint to install basis-set-exchange for unknown names
@@ -188,21 +245,23 @@ class Molecule:
                     basis=basis,
                     charge=self.charge,
                     spin=self.spin,
+                    ecp=ecp,
                     verbose=0,
                 )
         except BasisNotFoundError as err:
             missing = str(err).strip().splitlines()[0]
             what = (
-                f"basis {basis!r} does not cover every element of {self._label()} ({missing})"
+                f"basis {given!r} does not cover every element of {self._label()} ({missing})"
                 if missing.startswith("Basis set not found")
-                else f"unknown basis {basis!r}"
+                else f"unknown basis {given!r}"
             )
             raise InputError(f"{what}; {fix}") from None
 
     def fingerprint(self) -> str:
         """Short stable hex id of symbols, coordinates (to 1e-6 bohr), charge and spin."""
         coords = [[round(x, 6) + 0.0 for x in c] for c in self.coords]
-        payload = json.dumps([list(self.symbols), coords, self.charge, self.spin])
+        fields = [list(self.symbols), coords, self.charge, self.spin]
+        payload = json.dumps(fields + ([list(self.ecp)] if self.ecp else []))
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from psijax.errors import InputError
+from psijax.system import ecp as ecp_tables
 from psijax.system.molecule import BOHR_PER_ANGSTROM, Z_OF, Coord, Molecule, symbol_of
 from psijax.system.presets import PRESET_OF, PRESETS, REFERENCES
 
@@ -123,17 +124,38 @@ def from_xyz(path: str | os.PathLike[str], *, charge: int = 0, spin: int | None 
 
 
 def from_pyscf(mol: Any, *, name: str | None = None) -> Molecule:
-    """Molecule of a built, all-electron pyscf `Mole` (coordinates in bohr)."""
+    """Molecule of a built pyscf `Mole` (coordinates in bohr), with its ECPs if named ones."""
     if not getattr(mol, "_built", True):
         raise InputError("the pyscf Mole is not built; call mol.build() before passing it")
+    spec = None
     if mol.has_ecp():
-        raise InputError("the pyscf Mole uses an ECP; psijax is all-electron, drop the ecp option")
+        given = mol.ecp
+        if isinstance(given, dict) and all(isinstance(v, str) for v in given.values()):
+            spec = " ".join(f"{k}:{v}" for k, v in given.items())
+        elif isinstance(given, str):
+            spec = given
+        else:
+            raise InputError(
+                "the pyscf Mole's ECP is not given by table names; name pyscf tables "
+                "(mol.ecp = 'ccecp' or {'Cl': 'ccecp'}) or pass ecp= to psijax"
+            )
     symbols = [
         symbol_of(mol.atom_pure_symbol(i), f"in atom {i + 1} of the pyscf Mole")
         for i in range(mol.natm)
     ]
     coords = [tuple(float(x) for x in c) for c in np.asarray(mol.atom_coords(unit="Bohr"))]
-    return build(list(zip(symbols, coords, strict=True)), int(mol.charge), int(mol.spin), name)
+    core = sum(int(mol.atom_nelec_core(i)) for i in range(mol.natm)) if spec else 0
+    molecule = build(list(zip(symbols, coords, strict=True)), int(mol.charge), int(mol.spin), name)
+    if spec is None:
+        return molecule
+    with_ecp = dataclasses.replace(molecule, ecp=ecp_tables.assign(spec, molecule.symbols))
+    if sum(with_ecp.core_electrons) != core:
+        raise InputError(
+            f"the pyscf Mole's ECPs remove {core} core electrons, psijax's reading of "
+            f"{spec!r} {sum(with_ecp.core_electrons)}; name the elements "
+            "(mol.ecp = {'Cl': 'ccecp'})"
+        )
+    return with_ecp
 
 
 def preset(name: str) -> Molecule:
@@ -147,13 +169,38 @@ def preset(name: str) -> Molecule:
 
 
 def resolve(
-    system: Any, *, charge: int | None = None, spin: int | None = None, unit: str = "bohr"
+    system: Any,
+    *,
+    charge: int | None = None,
+    spin: int | None = None,
+    unit: str = "bohr",
+    ecp: str | None = None,
 ) -> Molecule:
     """Molecule from a Molecule, pyscf Mole, preset name, .xyz path or atom string.
 
     Given charge/spin override the system's (and drop its name if they change it). With
     spin=None the spin is the system's own if its charge is kept, else the lowest allowed.
+    ``ecp`` (``"ccecp"`` or ``"Cl:ccecp Na:ccecp"``; ``psijax.system.ecp.assign``) gives
+    atoms effective core potentials.
     """
+    if ecp is None or not str(ecp).strip():
+        return _resolve(system, charge=charge, spin=spin, unit=unit)
+    # the spin is checked against the valence electrons (cores hold an even number)
+    molecule = _resolve(system, charge=charge, spin=None, unit=unit)
+    with_ecp = dataclasses.replace(molecule, ecp=ecp_tables.assign(ecp, molecule.symbols))
+    if spin is None or spin == with_ecp.spin:
+        return with_ecp
+    return dataclasses.replace(with_ecp, spin=spin, name=None)
+
+
+def for_config(config: Any) -> Molecule:
+    """The molecule of a run's config (its system, charge, spin, unit and ecp)."""
+    return resolve(
+        config.system, charge=config.charge, spin=config.spin, unit=config.unit, ecp=config.ecp
+    )
+
+
+def _resolve(system: Any, *, charge: int | None, spin: int | None, unit: str) -> Molecule:
     _scale(unit)
     if isinstance(system, Molecule) or hasattr(system, "atom_coords"):
         mol = system if isinstance(system, Molecule) else from_pyscf(system)
@@ -171,7 +218,7 @@ def resolve(
         )
     text = os.fspath(system).strip()
     if text.lower() in PRESET_OF:
-        return resolve(preset(text), charge=charge, spin=spin)
+        return _resolve(preset(text), charge=charge, spin=spin, unit=unit)
     if text.lower().endswith(".xyz") or os.path.isfile(text):
         return from_xyz(text, charge=charge or 0, spin=spin)
     if len(text.split()) == 1 and ";" not in text:

@@ -126,7 +126,7 @@ def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]
         norm = gto_norm(ang, exponents)[:, None] * _COMMON_FACTOR.get(ang, 1.0)
         coeffs = mol.bas_ctr_coeff(b) * norm
         powers = [(x, y, ang - x - y) for x in range(ang, -1, -1) for y in range(ang - x, -1, -1)]
-        shells.append((mol.bas_coord(b), exponents, coeffs, np.asarray(powers)))
+        shells.append((mol.bas_coord(b), exponents, coeffs, powers))
     to_basis = np.eye(mol.nao_cart()) if mol.cart else mol.cart2sph_coeff()
     coefficients = (to_basis @ hf.coeff_up, to_basis @ hf.coeff_down)
     n_up = hf.n_up
@@ -139,7 +139,9 @@ def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]
             d = r - jnp.asarray(center, dtype)  # [W, N, 3]
             r2 = jnp.sum(d**2, axis=-1, keepdims=True)
             radial = jnp.exp(-r2 * jnp.asarray(exponents, dtype)) @ jnp.asarray(coeffs, dtype)
-            angular = jnp.prod(d[..., None, :] ** jnp.asarray(powers, dtype), axis=-1)
+            # integer powers of x, y, z (python ints: no float pow, nothing to constant-fold)
+            angular = jnp.stack([d[..., 0] ** i * d[..., 1] ** j * d[..., 2] ** k
+                                 for i, j, k in powers], axis=-1)  # fmt: skip
             block = radial[..., :, None] * angular[..., None, :]  # [W, N, contraction, xyz]
             blocks.append(block.reshape(*r.shape[:-1], -1))
         ao = jnp.concatenate(blocks, axis=-1)  # [W, N, n_ao_cart]

@@ -15,7 +15,7 @@ import jax
 from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.rundir import checkpoint, train_files
-from psijax.system import scf
+from psijax.system import ecp, scf
 from psijax.training.state import abstract_train_state
 
 
@@ -34,9 +34,7 @@ def config_text(config: config_lib.Config) -> str:
 
 def describe(config: config_lib.Config, *, force: bool = False, resume: bool = False) -> str:
     """Everything a run of ``config`` would check, checked; the job in words."""
-    molecule = system.resolve(
-        config.system, charge=config.charge, spin=config.spin, unit=config.unit
-    )
+    molecule = system.for_config(config)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     molecule.to_pyscf(config.basis)  # an unknown basis fails here
@@ -68,14 +66,16 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         "",
         f"molecule       {len(molecule.symbols)} atoms ({' '.join(molecule.symbols)}), "
         f"charge {molecule.charge}, spin {molecule.spin}",
-        f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down",
+        f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down"
+        + (" (valence)" if molecule.ecp else ""),
+        *([f"ecp            {ecp.describe(molecule.symbols, molecule.ecp)}"] * bool(molecule.ecp)),
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}",
         f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
-        f"hartree-fock   UHF/{config.basis} E = {hf.energy:.6f} Ha"
-        + ("" if hf.converged else " (not converged)"),
+        f"hartree-fock   UHF/{ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)}"
+        f" E = {hf.energy:.6f} Ha" + ("" if hf.converged else " (not converged)"),
         f"output         {out}: {where}",
     ]
     return "\n".join(lines)

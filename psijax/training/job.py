@@ -33,7 +33,7 @@ from psijax.run.progress import Progress
 from psijax.rundir import checkpoint, train_files
 from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
-from psijax.system import scf
+from psijax.system import ecp, scf
 from psijax.training import pretrain
 from psijax.training.state import abstract_train_state, train_state
 from psijax.training.step import StepConfig, make_step
@@ -80,8 +80,14 @@ def _molecule_as_text(overrides: dict) -> dict:
     given = overrides.get("system")
     if given is None or isinstance(given, str | os.PathLike):
         return overrides
-    mol = system.resolve(given, charge=overrides.get("charge"), spin=overrides.get("spin"))
-    return overrides | dict(system=mol.atom_string(), charge=mol.charge, spin=mol.spin, unit="bohr")
+    mol = system.resolve(
+        given, charge=overrides.get("charge"), spin=overrides.get("spin"), ecp=overrides.get("ecp")
+    )
+    text = dict(system=mol.atom_string(), charge=mol.charge, spin=mol.spin, unit="bohr")
+    if mol.ecp:
+        pairs = dict(zip(mol.symbols, mol.ecp, strict=True))
+        text["ecp"] = " ".join(f"{s}:{e}" for s, e in pairs.items() if e is not None)
+    return overrides | text
 
 
 OnStep = Callable[[int, dict[str, float]], None]
@@ -108,9 +114,7 @@ def train(
     started = time.perf_counter()
     config = make_config(config, resume=resume, **overrides)
     use_compilation_cache(config.compilation_cache)
-    molecule = system.resolve(
-        config.system, charge=config.charge, spin=config.spin, unit=config.unit
-    )
+    molecule = system.for_config(config)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     if config.pretrain_steps:
@@ -252,6 +256,7 @@ def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh
         f"{config.system}: {molecule.n_electrons} electrons ({molecule.n_up} up, "
         f"{molecule.n_down} down), {n_params:,} parameters, {config.walkers} walkers on "
         f"{devices} {kind} device{'s' * (devices != 1)}"
+        + (f"; ECP {ecp.describe(molecule.symbols, molecule.ecp)}" if molecule.ecp else "")
     )
 
 
@@ -273,11 +278,12 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
     if config.pretrain_steps:
         t0 = time.perf_counter()
         hf = scf.hartree_fock(molecule, config.basis)
+        basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
         show.note(
-            f"Hartree-Fock (UHF/{config.basis}): E = {hf.energy:.6f} Ha"
+            f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
             f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
         )
-        show.phase(f"pretraining on Hartree-Fock ({config.basis})", config.pretrain_steps)
+        show.phase(f"pretraining on Hartree-Fock ({basis})", config.pretrain_steps)
         params, walkers, _ = pretrain.pretrain(
             keys[2], net, params, molecule, walkers,
             steps=config.pretrain_steps, basis=config.basis, hf=hf,
