@@ -217,10 +217,11 @@ def test_a_run_with_an_ecp_trains_evaluates_and_loads(tmp_path, capsys):
     metrics carry the ECP columns, evaluation has them (and leaves out forces by itself),
     and load(...).local_energy includes them."""
     out = tmp_path / "c"
-    settings = {**TINY, "system": "C 0 0 0", "spin": 2, "ecp": "ccecp", "steps": 4}
+    settings = {**TINY, "system": "C 0 0 0", "spin": 2, "ecp": "ccecp", "steps": 3}
+    settings |= dict(walkers=8, mcmc_moves=1, pretrain_steps=2, burn_in_steps=1)
     result = psijax.train(**settings, out=str(out), progress=False)
     assert result.molecule.n_electrons == 4 and np.isfinite(result.energy.mean)
-    evaluation = psijax.evaluate(str(out), steps=4, burn_in=2, progress=False)
+    evaluation = psijax.evaluate(str(out), steps=3, burn_in=1, progress=False)
     assert {"ecp_local", "ecp_nonlocal"} <= set(evaluation.estimates)
     assert not any(k.startswith("force") for k in evaluation.estimates)
     assert evaluation.estimates["ecp_nonlocal"].mean != 0.0
@@ -233,3 +234,14 @@ def test_a_run_with_an_ecp_trains_evaluates_and_loads(tmp_path, capsys):
         wf.local_values(wf.walkers[:3], ["energy", "forces"])
     with pytest.raises(InputError, match="forces are not available"):
         psijax.evaluate(str(out), steps=4, observables=["forces"], force=True, progress=False)
+
+
+def test_dry_run_names_the_ecp_atoms_and_their_cores(capsys):
+    from psijax.cli import main
+
+    code = main(["train", "--system", "Na 0 0 0; Cl 0 0 4.46", "--ecp", "ccecp", "--dry-run"])
+    text = capsys.readouterr().out
+    assert code in (0, None)
+    assert "electrons      8: 4 up, 4 down (valence)" in text
+    assert "ecp            Na1 Cl2 ccecp (10 + 10 core electrons)" in text
+    assert "UHF/ccecp-cc-pvdz" in text
