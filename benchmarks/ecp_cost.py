@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import os
 import platform
 import statistics
@@ -75,9 +76,10 @@ def terms(args) -> None:
 
 
 def _median_step(out: str) -> float:
+    """The median time of a step after the first two (metrics.csv's seconds are cumulative)."""
     with open(os.path.join(out, "metrics.csv")) as f:
         seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
-    return statistics.median(seconds[2:])
+    return statistics.median(b - a for a, b in itertools.pairwise(seconds[2:]))
 
 
 def steps(args) -> None:
@@ -111,6 +113,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--skip-steps", action="store_true", help="only time the terms")
+    parser.add_argument("--skip-terms", action="store_true", help="only time the steps")
     args = parser.parse_args()
     print(f"# ECP cost, {time.strftime('%Y-%m-%d')}")
     print(
@@ -118,7 +121,8 @@ def main() -> None:
     )
     print(f"- {platform.machine()}, {os.cpu_count()} cores, load "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}\n")  # fmt: skip
-    terms(args)
+    if not args.skip_terms:
+        terms(args)
     if not args.skip_steps:
         steps(args)
 

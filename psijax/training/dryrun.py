@@ -68,7 +68,7 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"charge {molecule.charge}, spin {molecule.spin}",
         f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down"
         + (" (valence)" if molecule.ecp else ""),
-        *([f"ecp            {ecp.describe(molecule.symbols, molecule.ecp)}"] * bool(molecule.ecp)),
+        *_ecp_lines(molecule),
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}",
         f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
@@ -79,3 +79,9 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"output         {out}: {where}",
     ]
     return "\n".join(lines)
+
+
+def _ecp_lines(molecule) -> list[str]:
+    if not molecule.ecp:
+        return []
+    return [f"ecp            {ecp.describe(molecule.symbols, molecule.ecp)}"]
