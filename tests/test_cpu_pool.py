@@ -1,0 +1,78 @@
+"""XLA's CPU pool: psijax's entry points make it one thread, so that concurrent batched
+LAPACK calls (the LU behind slogdet) cannot deadlock (psijax.parallel.cpu_pool)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from psijax.parallel import cpu_pool
+
+# Sixteen independent batched slogdets, each above jaxlib's threshold for splitting its
+# batch over the pool: with the default pool (one thread per core) this program stalled
+# for ever on a 2-core machine, every time (benchmarks/lapack_stall.py).
+PROGRAM = textwrap.dedent(
+    """
+    import os
+    import jax, jax.numpy as jnp
+    import psijax.parallel
+
+    psijax.parallel.make_mesh()  # the first mesh: what train, evaluate and load do first
+
+    @jax.jit
+    def program(xs):
+        total = 0.0
+        for j, x in enumerate(xs):
+            sign, log_abs = jnp.linalg.slogdet(jnp.tanh(x @ x.mT * (j + 1)) + jnp.eye(14))
+            total = total + jnp.sum(sign * log_abs)
+        return total
+
+    xs = [jax.random.normal(k, (1024, 14, 14)) for k in jax.random.split(jax.random.key(0), 16)]
+    for i in range(5):
+        program([x + i for x in xs]).block_until_ready()
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    print(os.environ.get("PJRT_NPROC"), threads.count("tf_XLAEigen"))
+    """
+)
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in cpu_pool.ENV}
+    return {**env, "JAX_NUM_CPU_DEVICES": "1", **extra}
+
+
+@pytest.mark.compat
+def test_concurrent_batched_lu_finishes_after_the_first_mesh():
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=_clean_env(), capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    nproc, pool_threads = out.stdout.split()
+    assert nproc == "1"
+    if sys.platform.startswith("linux"):
+        assert pool_threads == "1"
+
+
+def test_a_size_the_user_chose_is_kept(monkeypatch):
+    monkeypatch.setenv("PJRT_NPROC", "2")
+    assert cpu_pool.one_thread() is False
+    assert os.environ["PJRT_NPROC"] == "2"
+    monkeypatch.delenv("PJRT_NPROC")
+    monkeypatch.setenv("NPROC", "1")
+    assert cpu_pool.one_thread() is True
+    assert "PJRT_NPROC" not in os.environ
+
+
+def test_nothing_is_set_once_jax_has_its_backend(monkeypatch):
+    import jax
+
+    jax.devices()  # the test session's backend exists
+    for name in cpu_pool.ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert cpu_pool.one_thread() is False
+    assert not any(name in os.environ for name in cpu_pool.ENV)
