@@ -89,7 +89,8 @@ def main() -> None:
           f"{platform.machine()}, {os.cpu_count()} cores, load "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
     print(f"- {args.branches} branches x slogdet of {args.batch} matrices {args.size} x "
-          f"{args.size}, {args.calls} calls, stalled = not done after {args.timeout:g} s\n")  # fmt: skip
+          f"{args.size}, {args.calls} calls, stalled = not done after "
+          f"{args.timeout:g} s\n")  # fmt: skip
     print("| pool | run | outcome | wall s | CPU s |")
     print("|---|---|---|---|---|")
     for label, nproc in (("default (one thread per core)", None), ("PJRT_NPROC=1", "1")):

@@ -71,13 +71,18 @@ class Config:
     keep_checkpoints: int = 3  # newest checkpoints kept
     max_rejected: int = 20  # rejected (non-finite) steps in a row that stop the run
     compilation_cache: str = "~/.cache/psijax/xla"  # compiled programs kept here; "": none
+    # Seconds: the least a step may take before the run calls it stalled (psijax.run.watch);
+    # the bound grows to 10 median steps. 0: no watch.
+    stall_timeout: float = 120.0
 
     def __post_init__(self) -> None:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
         _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
         _positive(self, "clip_scale", "jacobian_blocks")
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
-        _nonnegative(self, "checkpoint_minutes")
+        _nonnegative(self, "checkpoint_minutes", "stall_timeout")
+        if math.isnan(self.stall_timeout):
+            raise InputError("stall_timeout=nan is not a number; give seconds, e.g. 120")
         _positive(self, "keep_checkpoints", "max_rejected")
         for name, choices in CHOICES.items():
             if getattr(self, name) not in choices:
@@ -139,7 +144,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "run": (
         "steps", "target_error", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
         "checkpoint_minutes", "keep_checkpoints", "max_rejected",
-        "compilation_cache",
+        "compilation_cache", "stall_timeout",
     ),
 }  # fmt: skip
 SECTION_OF = {name: section for section, names in SECTIONS.items() for name in names}
@@ -147,7 +152,7 @@ SECTION_OF = {name: section for section, names in SECTIONS.items() for name in n
 RESUMABLE = frozenset({
     "steps", "target_error", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
-    "compilation_cache", "jacobian_blocks",
+    "compilation_cache", "jacobian_blocks", "stall_timeout",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 # Fields added after checkpoints were first written: a checkpoint without them was written

@@ -34,7 +34,8 @@ PROGRAM = textwrap.dedent(
     xs = [jax.random.normal(k, (1024, 14, 14)) for k in jax.random.split(jax.random.key(0), 16)]
     for i in range(5):
         program([x + i for x in xs]).block_until_ready()
-    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    tasks = os.listdir("/proc/self/task")
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
     print(os.environ.get("PJRT_NPROC"), threads.count("tf_XLAEigen"))
     """
 )

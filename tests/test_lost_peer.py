@@ -23,8 +23,9 @@ from runs import metrics, psijax, start, tiny_config
 
 PEER_TIMEOUT_S = 8  # --peer-timeout of these runs; the default is 120 s
 # Stated bound: a dead peer is reported at the next collective (well under a second here), a
-# hung one at most PEER_TIMEOUT_S + 1 s after its last completed step; 11 s more for a
-# loaded machine. JAX's own abort could come at the earliest PEER_TIMEOUT_S + 30 s.
+# hung one at most max(PEER_TIMEOUT_S, 10 median steps) + 1 s after its last completed step
+# (these steps take well under 0.8 s); 11 s more for a loaded machine. JAX's own abort
+# could come at the earliest peers.max_bound_s(PEER_TIMEOUT_S) + 30 s.
 BOUND_S = PEER_TIMEOUT_S + 12
 STEPS = 24  # the resumed run goes to this step; the killed runs are set to run far longer
 CONFIG = dict(checkpoint_every=3, pretrain_steps=0)
@@ -167,16 +168,14 @@ def test_a_lost_process_stops_an_evaluation_too_with_its_checkpoint_intact(tmp_p
 
 
 WATCHED = """
-import importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("peers", {path!r})  # alone: no JAX to import
-peers = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(peers)
-watch = peers.PeerWatch("psijax train --resume RUN", {timeout}, process=0, processes=2, step=7,
+import time
+from psijax.run.watch import StepWatch
+watch = StepWatch("psijax train --resume RUN", {timeout}, process=0, processes=2, step=7,
                   newest_checkpoint=lambda: 6, before_exit=lambda: print("rows flushed"))
 with watch:
     watch.arm()
     for step in range(8, 8 + {beats}):
-        time.sleep({timeout} / 4)
+        time.sleep({timeout} / 20)
         watch.beat(step)
     print("last beat", time.monotonic(), flush=True)
     time.sleep({timeout} * 10)
@@ -185,13 +184,14 @@ print("not stopped")
 
 
 def test_the_watchdog_stops_a_silent_run_after_the_timeout_and_not_before(tmp_path):
-    """Beats every quarter of the timeout keep it quiet; then it stops the process within the
-    timeout plus its polling interval (a tenth of the timeout) plus scheduling slack."""
+    """Beats every twentieth of the timeout keep it quiet (ten of those steps are below
+    the floor, so the floor is the bound); then it stops the process within the timeout
+    plus its polling interval (a tenth of the timeout) plus scheduling slack."""
     import subprocess
     import sys
 
     timeout = 1.0
-    code = WATCHED.format(path=peers.__file__, timeout=timeout, beats=8)  # 2 timeouts of beats
+    code = WATCHED.format(timeout=timeout, beats=40)  # 2 timeouts of beats
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     ended = time.monotonic()
     assert result.returncode == peers.EXIT_CODE, result.stderr
@@ -201,7 +201,7 @@ def test_the_watchdog_stops_a_silent_run_after_the_timeout_and_not_before(tmp_pa
     assert timeout < silent < timeout + 0.1 * timeout + 2.0, silent
     assert result.stderr.splitlines() == [
         "psijax: error: lost process 1 of 2 (no step completed for 1 s; it stopped or hangs) "
-        "after step 15; the newest intact checkpoint is step 6; continue with: psijax train "
+        "after step 47; the newest intact checkpoint is step 6; continue with: psijax train "
         "--resume RUN"
     ]
 
@@ -254,9 +254,16 @@ def test_the_cause_is_the_first_line_without_source_locations():
 
 def test_jax_aborts_only_after_the_watchdog_has_spoken():
     """JAX's coordination service may end a process as early as half its heartbeat timeout
-    after a peer stops; that is 30 s after psijax's watchdog, whatever the timeout."""
+    after a peer stops; that is 30 s after the watch's longest bound, whatever the floor."""
+    from psijax.run.watch import FIRST, StepWatch
+
     for timeout in (1, 8, 120, 3600):
-        assert peers.heartbeat_s(timeout) / 2 >= timeout + 30
+        assert peers.heartbeat_s(timeout) / 2 >= peers.max_bound_s(timeout) + 30
+        watch = StepWatch("resume", timeout, processes=2)
+        assert watch.bound_s() == FIRST * timeout  # nothing measured yet
+        watch.arm()
+        watch._times.extend([1e6] * 3)  # very slow steps: the bound stops growing
+        assert watch.bound_s() == peers.max_bound_s(timeout)
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])

@@ -38,6 +38,9 @@ def add_parsers(sub) -> None:
     ev.add_argument("--checkpoint-every", type=whole, help="steps between checkpoints "
                     f"(default {settings.CHECKPOINT_EVERY}; also every 10 minutes)")  # fmt: skip
     ev.add_argument("--seed", type=whole, help=f"random seed (default {settings.SEED})")
+    ev.add_argument("--stall-timeout", type=number, metavar="S", help="seconds a step may "
+                    "take at least before the evaluation calls it stalled (default: the "
+                    "training's)")  # fmt: skip
     ev.add_argument("--devices", type=whole, help="devices to shard walkers over")
     ev.add_argument("--save-positions", action="store_true",
                     help="also store every walker's electron positions in walkers.h5")  # fmt: skip
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         observables=args.observables, burn_in=args.burn_in_steps, seed=args.seed,
         devices=args.devices, save_positions=args.save_positions, force=args.force,
         resume=args.resume, checkpoint_every=args.checkpoint_every, progress=not args.quiet,
+        stall_timeout=args.stall_timeout,
     )  # fmt: skip
     import jax
 

@@ -64,6 +64,8 @@ HELP = {
     "checkpoint_minutes": "minutes between checkpoints (0: by steps only)",
     "keep_checkpoints": "newest checkpoints to keep",
     "max_rejected": "rejected (non-finite) steps in a row that stop the run",
+    "stall_timeout": "seconds a step may take at least before the run calls it stalled "
+    "(the bound grows to 10 median steps; 0: no watch)",
     "compilation_cache": "directory of compiled programs that later launches reuse ('': off)",
 }
 # What an unset (None) default means, for --help.

@@ -35,7 +35,7 @@ from psijax.evaluation import step as eval_step
 from psijax.evaluation.settings import KEEP_CHECKPOINTS, EvalSettings
 from psijax.parallel.batching import auto_chunk
 from psijax.run.compile_cache import use_compilation_cache
-from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, peer_watch
+from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, step_watch
 from psijax.run.progress import EvalProgress
 from psijax.rundir import checkpoint, eval_files, report
 from psijax.statistics import Estimate, StopRule
@@ -83,6 +83,7 @@ def evaluate(
     force: bool = False,
     resume: bool = False,
     checkpoint_every: int | None = None,
+    stall_timeout: float | None = None,
     progress: bool = True,
 ) -> EvalResult:
     """Evaluate the newest checkpoint of the training run ``run``; see the module docstring
@@ -94,9 +95,15 @@ def evaluate(
     ``resume=True`` continues the evaluation in ``RUN/eval/`` from its newest checkpoint
     (written every ``checkpoint_every`` steps and 10 minutes, at the end and on
     SIGTERM/SIGINT) with its own settings; ``steps`` and ``target_error`` may change.
-    Every input is checked before anything is written; bad input raises ``InputError``.
+    ``stall_timeout`` (seconds; default: the training's) is the floor of the step watch
+    (``psijax.run.watch``). Every input is checked before anything is written; bad input
+    raises ``InputError``.
     """
     started = time.perf_counter()
+    if stall_timeout is not None and not stall_timeout >= 0:
+        raise InputError(
+            f"stall_timeout={stall_timeout} must be >= 0 seconds; give e.g. 120 (0: no watch)"
+        )
     run = check_run(run)
     out = run / EVAL_DIR
     given = dict(walkers=walkers, observables=observables, burn_in=burn_in, seed=seed)
@@ -212,7 +219,10 @@ def evaluate(
 
     saver = checkpoint.Checkpoints(out, keep=KEEP_CHECKPOINTS)
     resume_command = f"psijax evaluate {run} --resume"
-    watch = peer_watch(out, start, writer.flush, resume_command)
+    watch = step_watch(
+        out, start, writer.flush, resume_command,
+        wf.config.stall_timeout if stall_timeout is None else stall_timeout,
+    )  # fmt: skip
     with StopSignals() as signals, watch:
         loop = HostLoop(
             step=lambda s: step(wf.params, s),

@@ -8,9 +8,9 @@ update with a non-finite energy, gradient or parameter, an evaluation step witho
 of finite local energy); ``max_rejected`` rejections in a row stop the run
 (``TrainingError``) and leave the last good checkpoint as it was. ``converged`` (the
 --target-error rule) may end the run early, with a checkpoint. With several processes every
-decision is taken jointly, so all processes save, stop and fail together, and ``watch``
-(``psijax.parallel.peers.PeerWatch``) stops every survivor with one line when a process is
-lost. Metrics may be scalars (fetched as floats) or per-walker arrays (fetched whole, as
+decision is taken jointly, so all processes save, stop and fail together. ``watch``
+(``psijax.run.watch.StepWatch``) ends the run with one line when a step stalls or a
+process is lost. Metrics may be scalars (fetched as floats) or per-walker arrays (fetched whole, as
 numpy arrays, from every process).
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 from psijax import parallel
 from psijax.errors import Interrupted, TrainingError
 from psijax.parallel.distributed import peer_timeout
-from psijax.parallel.peers import PeerWatch
+from psijax.run.watch import StepWatch
 from psijax.rundir import checkpoint
 from psijax.types import Metrics, PyTree
 
@@ -66,7 +66,7 @@ class HostLoop:
     max_rejected: int = 20
     rejection: Rejection = Rejection()
     signals: StopSignals | None = None
-    watch: PeerWatch | None = None
+    watch: StepWatch | None = None
     resume: str = ""  # the command that continues the run, for Interrupted
     before_save: Callable[[], None] | None = None  # e.g. make the metrics rows durable
     # Checked every SYNC_EVERY steps on the metrics so far: a reason to end the run early
@@ -84,7 +84,7 @@ class HostLoop:
             raise
         except Exception as err:
             if self.watch is not None:
-                self.watch.check(err)  # a peer is gone: one line and exit code 75
+                self.watch.check(err)  # a process is gone: one line and exit code 75
             raise
 
     def _run(self, state: PyTree, start: int) -> PyTree:
@@ -184,17 +184,21 @@ def fetch(metrics: Metrics) -> dict[str, Any]:
     return {k: host[k] for k in metrics}
 
 
-def peer_watch(out: Path, start: int, before_exit, resume: str) -> PeerWatch:
-    """The watch over the other processes of a run in ``out`` (idle for a single process);
-    ``resume`` is the command that continues it."""
-    return PeerWatch(
+def step_watch(out: Path, start: int, before_exit, resume: str, stall_timeout: float) -> StepWatch:
+    """The watch over the steps of a run in ``out`` (``psijax.run.watch``): its floor is
+    ``stall_timeout`` for one process, the peer timeout for several; ``resume`` is the
+    command that continues the run."""
+    multi = jax.process_count() > 1
+    return StepWatch(
         resume,
-        peer_timeout() if jax.process_count() > 1 else 0.0,
+        peer_timeout() if multi else stall_timeout,
         process=jax.process_index(),
         processes=jax.process_count(),
         step=start,
         newest_checkpoint=lambda: checkpoint.newest_complete(out),
         before_exit=before_exit,
+        stacks_dir=out,
+        cpu_does_the_work=jax.default_backend() == "cpu",
     )
 
 

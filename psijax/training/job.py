@@ -28,7 +28,7 @@ from psijax.ansatz import Ansatz
 from psijax.errors import InputError
 from psijax.parallel.batching import map_walkers
 from psijax.run.compile_cache import use_compilation_cache
-from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, peer_watch
+from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
 from psijax.run.progress import Progress
 from psijax.rundir import checkpoint, train_files
 from psijax.sampling import burn_in
@@ -158,7 +158,7 @@ def train(
     show.follow(writer.energies)  # the running estimate includes a resumed run's rows
     checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
     resume_command = f"psijax train --resume {out}"
-    watch = peer_watch(out, start, writer.flush, resume_command)
+    watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
     with StopSignals() as signals, watch:
         step = make_step(
             net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler
