@@ -42,6 +42,7 @@ from psijax.types import Array, ScalarFn
 Literal = jax.extend.core.Literal
 ClosedJaxpr = jax.extend.core.ClosedJaxpr
 _JITS = ("jit", "pjit")
+_REMATS = ("checkpoint", "remat", "remat2")  # jax.checkpoint's primitive, by JAX version
 # Casts of a value to varying over mesh axes exist only inside shard_map: never eager.
 _CASTS = ("pvary", "pcast")
 
@@ -82,7 +83,12 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
     rule fails on a loop counter (``fori_loop``: a concrete initial carry that becomes a
     tracer), on walker-dependent ``xs`` and on sparsity that changes between
     iterations; unrolled, a scan is plain equations. Compile time then grows with
-    the scan's length, as it would for a Python loop.
+    the scan's length, as it would for a Python loop. folx has no rule for
+    ``jax.checkpoint`` or ``lax.cond`` and would take the full Hessian of either: a
+    checkpoint is inlined (it only matters to a backward pass, and the forward Laplacian
+    has none), and a walker-dependent ``cond`` evaluates every branch and selects
+    (``select_n``, which folx has a rule for), exact for each walker since its branch
+    index is piecewise constant.
     """
 
     def run(x: Array) -> list[Array]:
@@ -103,12 +109,23 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
                 out = _evaluate(sub.jaxpr, sub.consts, invals, flags)
             elif name == "scan" and eqn.params["length"] > 0:
                 out = _unroll(eqn, invals, flags)
+            elif name in _REMATS:  # no backward pass here to save memory for: inline it
+                out = _evaluate(eqn.params["jaxpr"], [], invals, flags)
+            elif name == "cond":
+                out = _both_branches(eqn, invals, flags)
             else:
                 out = _bind(eqn, invals)
             if any(flags):
                 dependent.update(eqn.outvars)
             env.update(zip(eqn.outvars, out, strict=True))
         return [_read(env, v) for v in jaxpr.outvars]
+
+    def _both_branches(eqn, invals: list, flags: list[bool]) -> list:
+        index, operands = invals[0], invals[1:]
+        outs = [_evaluate(b.jaxpr, b.consts, operands, flags[1:]) for b in eqn.params["branches"]]
+        if len(outs) == 1:
+            return outs[0]
+        return [jax.lax.select_n(index, *cases) for cases in zip(*outs, strict=True)]
 
     def _unroll(eqn, invals: list, flags: list[bool]) -> list:
         p = eqn.params
