@@ -8,6 +8,10 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_backend_optimization_level=0"
 
+# XLA's CPU pool with one thread, as psijax's entry points set it (psijax.parallel.cpu_pool),
+# for every worker and CLI subprocess alike, whichever test first starts JAX in a worker.
+os.environ.setdefault("PJRT_NPROC", "1")
+
 # Compiled programs are shared by the workers and the CLI subprocesses of one test
 # session, in a temporary directory: the suite never writes to ~/.cache/psijax.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
