@@ -40,7 +40,8 @@ class Config:
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int = 256
-    pretrain_steps: int = 200
+    pretrain_steps: int = 200  # at least; more while the loss still falls, up to:
+    pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
     burn_in_steps: int = 50
     optimizer: str = "spring"
     learning_rate: float | None = None  # None: the optimizer's default (psijax.registry)
@@ -121,6 +122,11 @@ class Config:
                 f"ecp_quadrature={self.ecp_quadrature} has no rule; use one of "
                 f"{', '.join(map(str, ECP_QUADRATURES))} (points on the sphere)"
             )
+        if self.pretrain_max_steps is not None and self.pretrain_max_steps < 0:
+            raise InputError(
+                f"pretrain_max_steps={self.pretrain_max_steps} must be >= 0; give the most "
+                "pretraining steps (at most pretrain_steps: no extension) or unset it"
+            )
         if self.chunk_size is not None and self.chunk_size < 1:
             raise InputError(f"chunk_size={self.chunk_size} must be a positive number or unset")
 
@@ -140,7 +146,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
         "jacobian_blocks",
     ),
-    "pretraining": ("pretrain_steps", "basis"),
+    "pretraining": ("pretrain_steps", "pretrain_max_steps", "basis"),
     "run": (
         "steps", "target_error", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
         "checkpoint_minutes", "keep_checkpoints", "max_rejected",
@@ -160,8 +166,15 @@ IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
-    "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12,
+    "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
 }  # fmt: skip
+
+
+def pretrain_limit(config: Config) -> int:
+    """The most pretraining steps: ``pretrain_max_steps``, by default 10 x ``pretrain_steps``."""
+    if config.pretrain_max_steps is None:
+        return 10 * config.pretrain_steps
+    return max(config.pretrain_steps, config.pretrain_max_steps)
 
 
 def identity(config: Config) -> dict[str, Any]:

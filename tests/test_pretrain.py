@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 from pyscf import scf
 
 from psijax.ansatz import FermiNet
+from psijax.errors import InputError
 from psijax.sampling import init_walkers
 from psijax.system import preset
 from psijax.system.scf import HartreeFock, hartree_fock, hf_orbitals
@@ -169,3 +170,42 @@ def test_jax_hf_orbitals_match_pyscf(atoms, basis, spin, cart):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
     finally:
         jax.config.update("jax_enable_x64", False)
+
+
+# ------------------------------------------------------------------- length of pretraining
+def test_the_loss_still_falls_by_ten_percent_per_window():
+    from psijax.training import pretrain as pretrain_lib
+
+    w = pretrain_lib.WINDOW
+    assert not pretrain_lib.still_falling(np.ones(2 * w - 1))  # too short to judge
+    assert pretrain_lib.still_falling(np.r_[np.full(w, 1.0), np.full(w, 0.85)])
+    assert not pretrain_lib.still_falling(np.r_[np.full(w, 1.0), np.full(w, 0.95)])
+    assert not pretrain_lib.still_falling(np.r_[np.full(w, 1.0), np.full(w, 1.2)])
+
+
+def test_pretraining_goes_on_while_its_loss_falls_up_to_its_limit(monkeypatch):
+    from psijax.training import pretrain as pretrain_lib
+
+    mol = preset("LiH")
+    net = tiny_net(mol)
+    params = net.init(jax.random.key(0))
+    walkers = init_walkers(jax.random.key(1), mol, 16)
+    run = lambda **kw: pretrain(jax.random.key(2), net, params, mol, walkers, steps=10,
+                                learning_rate=1e-2, **kw)[2]  # fmt: skip
+    monkeypatch.setattr(pretrain_lib, "CHUNK", 5)
+    monkeypatch.setattr(pretrain_lib, "WINDOW", 5)
+    monkeypatch.setattr(pretrain_lib, "FALLING", 10.0)  # "falling" whatever the loss does
+    assert run().shape == (10,)  # no limit: exactly its steps
+    assert run(max_steps=40).shape == (40,)  # always falling: up to the limit
+    monkeypatch.setattr(pretrain_lib, "FALLING", 0.0)  # never falling
+    assert run(max_steps=40).shape == (10,)
+
+
+def test_the_config_gives_pretraining_ten_times_its_steps_at_most():
+    from psijax.config import Config, pretrain_limit
+
+    assert pretrain_limit(Config()) == 2000
+    assert pretrain_limit(Config(pretrain_steps=300, pretrain_max_steps=500)) == 500
+    assert pretrain_limit(Config(pretrain_steps=300, pretrain_max_steps=0)) == 300
+    with pytest.raises(InputError, match="pretrain_max_steps=-1"):
+        Config(pretrain_max_steps=-1)

@@ -112,7 +112,8 @@ class Progress:
 
     # ---------------------------------------------------------------- progress lines
     def pretrain(self, i: int, loss: float) -> None:
-        self._maybe(i, lambda: f"pretrain {i + 1}/{self.total}  loss {loss:.4f}")
+        count = f"{i + 1}/{self.total}" if i < self.total else f"{i + 1} (its loss still falls)"
+        self._maybe(i, lambda: f"pretrain {count}  loss {loss:.4f}")
 
     def step(self, i: int, m: dict[str, float]) -> None:
         if self._own:

@@ -283,12 +283,20 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
             f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
             f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
         )
-        show.phase(f"pretraining on Hartree-Fock ({basis})", config.pretrain_steps)
-        params, walkers, _ = pretrain.pretrain(
+        limit = config_lib.pretrain_limit(config)
+        extends = limit > config.pretrain_steps >= 2 * pretrain.WINDOW
+        extra = f", more up to {limit} while its loss falls" * extends
+        show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
+        t0 = time.perf_counter()
+        params, walkers, losses = pretrain.pretrain(
             keys[2], net, params, molecule, walkers,
-            steps=config.pretrain_steps, basis=config.basis, hf=hf,
+            steps=config.pretrain_steps, basis=config.basis, hf=hf, max_steps=limit,
             sampler=pretrain.sampler_of(config), callback=lambda i, loss: show.pretrain(i, loss),
         )  # fmt: skip
+        show.note(
+            f"pretrained {len(losses)} steps, loss {losses[-1]:.4f} "
+            f"({time.perf_counter() - t0:.1f} s)"
+        )
 
     width, log_abs = sampler.init(jnp.float32), None
     if config.burn_in_steps:

@@ -61,6 +61,12 @@ def pretrain_loss(
 
 # Pretraining steps per compiled call; the callback sees their losses after each call.
 CHUNK = 25
+# Past its steps, pretraining goes on while the loss still falls: while the mean loss of the
+# newest WINDOW steps is below FALLING times the mean of the WINDOW before. N2's loss was
+# 1.25 after 200 steps and training then started 14.1 Ha above Hartree-Fock; this rule
+# stopped at 650 steps, loss 0.085, 1.9 Ha above (docs/benchmarks.md, "N2 at the defaults").
+WINDOW = 100
+FALLING = 0.9
 MOVES = 5  # sampler moves per pretraining step
 WIDTH = 0.2  # bohr: the initial proposal width of pretraining's sampler
 
@@ -130,8 +136,10 @@ def pretrain(
     sampler: Sampler | None = None,
     callback: Callable[[int, float], None] | None = None,
     hf: HartreeFock | None = None,
+    max_steps: int | None = None,
 ) -> tuple[Params, Walkers, np.ndarray]:
-    """Fit the network's orbitals to UHF orbitals for `steps` Adam steps, sampling as it goes.
+    """Fit the network's orbitals to UHF orbitals for `steps` Adam steps, sampling as it goes,
+    and on, up to `max_steps` (None: `steps`), while the loss still falls (``still_falling``).
 
     Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs for every step,
     in order, after each chunk of `CHUNK` steps (one host sync per chunk).
@@ -165,9 +173,11 @@ def pretrain(
     params, opt_state, sampler_state = _replicate(
         (params, opt_state, sampler.init(walkers.dtype)), sharding
     )
-    losses = []
-    for start in range(0, steps, CHUNK):
-        count = min(CHUNK, steps - start)
+    losses: list[np.ndarray] = []
+    limit = steps if max_steps is None else max(steps, max_steps)
+    start = 0
+    while start < steps or (start < limit and still_falling(np.concatenate(losses))):
+        count = min(CHUNK, (steps if start < steps else limit) - start)
         params, opt_state, walkers, sampler_state, chunk = run(
             key, start, count, params, opt_state, walkers, sampler_state, coefficients
         )
@@ -176,4 +186,15 @@ def pretrain(
         if callback is not None:
             for j, loss in enumerate(chunk):
                 callback(start + j, float(loss))
+        start += count
     return params, walkers, np.concatenate(losses)
+
+
+def still_falling(losses: np.ndarray) -> bool:
+    """Whether the mean of the newest ``WINDOW`` losses is below ``FALLING`` times the mean
+    of the ``WINDOW`` before (False with fewer than two windows: a pretraining of fewer
+    than 200 steps is never extended)."""
+    if len(losses) < 2 * WINDOW:
+        return False
+    newest, before = losses[-WINDOW:].mean(), losses[-2 * WINDOW : -WINDOW].mean()
+    return bool(newest < FALLING * before)
