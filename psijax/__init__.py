@@ -3,9 +3,13 @@
 from importlib.metadata import PackageNotFoundError as _NotInstalled
 from importlib.metadata import version as _version
 
-from psijax.config import Config
-from psijax.system import Molecule
-from psijax.types import Psi, TrainState
+from psijax.parallel import cpu_pool as _cpu_pool
+
+_cpu_pool.one_thread()  # before JAX makes its CPU backend: see psijax.parallel.cpu_pool
+
+from psijax.config import Config  # noqa: E402
+from psijax.system import Molecule  # noqa: E402
+from psijax.types import Psi, TrainState  # noqa: E402
 
 try:  # the version pyproject.toml declares, as installed
     __version__ = _version("psijax")

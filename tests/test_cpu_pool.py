@@ -1,5 +1,5 @@
-"""XLA's CPU pool: psijax's entry points make it one thread, so that concurrent batched
-LAPACK calls (the LU behind slogdet) cannot deadlock (psijax.parallel.cpu_pool)."""
+"""XLA's CPU pool: importing psijax makes it one thread, so that concurrent batched LAPACK
+calls (the LU behind slogdet) cannot deadlock (psijax.parallel.cpu_pool)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -18,10 +19,8 @@ from psijax.parallel import cpu_pool
 PROGRAM = textwrap.dedent(
     """
     import os
+    import psijax  # before any JAX computation: psijax's own or the user's
     import jax, jax.numpy as jnp
-    import psijax.parallel
-
-    psijax.parallel.make_mesh()  # the first mesh: what train, evaluate and load do first
 
     @jax.jit
     def program(xs):
@@ -47,7 +46,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.compat
-def test_concurrent_batched_lu_finishes_after_the_first_mesh():
+def test_concurrent_batched_lu_finishes_once_psijax_is_imported():
     out = subprocess.run(
         [sys.executable, "-c", PROGRAM], env=_clean_env(), capture_output=True, text=True,
         timeout=240,
@@ -77,3 +76,18 @@ def test_nothing_is_set_once_jax_has_its_backend(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     assert cpu_pool.one_thread() is False
     assert not any(name in os.environ for name in cpu_pool.ENV)
+
+
+def test_a_pool_made_before_psijax_is_named_once(monkeypatch):
+    import jax
+
+    jax.devices()  # the test session's backend exists
+    for name in cpu_pool.ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu_pool, "_warned", False)
+    monkeypatch.setattr(cpu_pool, "_cores", lambda: 2)
+    with pytest.warns(RuntimeWarning, match="import psijax first or set PJRT_NPROC=1"):
+        cpu_pool.one_thread_or_warn()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cpu_pool.one_thread_or_warn()  # once per process

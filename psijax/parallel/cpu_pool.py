@@ -12,13 +12,15 @@ of one thread makes every LAPACK call run its batch inline and cannot deadlock; 
 
 The pool's size is read once, when JAX creates its CPU backend, from ``PJRT_NPROC`` (or
 ``NPROC``). ``one_thread`` sets it unless the user has set either, and only while no JAX
-backend exists yet; psijax's entry points (the CLI, ``train``, ``evaluate``, ``load``)
-call it first. It affects only the CPU backend, not GPUs.
+backend exists yet: ``import psijax`` calls it, and so do the CLI and every mesh psijax
+makes. A process that ran JAX before importing psijax keeps its pool; ``make_mesh`` then
+warns once. It affects only the CPU backend, not GPUs.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 ENV = ("PJRT_NPROC", "NPROC")
 
@@ -33,6 +35,34 @@ def one_thread() -> bool:
         return False
     os.environ["PJRT_NPROC"] = "1"
     return True
+
+
+_warned = False
+
+
+def one_thread_or_warn() -> None:
+    """``one_thread``, and one warning per process if the CPU pool may have several threads
+    because JAX started before psijax could set it."""
+    global _warned
+    if one_thread() or _warned or any(name in os.environ for name in ENV):
+        return
+    import jax
+
+    if jax.default_backend() == "cpu" and _cores() > 1:
+        _warned = True
+        warnings.warn(
+            "psijax: JAX started before psijax was imported, so XLA's CPU thread pool has "
+            "one thread per core, where concurrent batched LAPACK calls can deadlock "
+            "(docs/compatibility.md #10); import psijax first or set PJRT_NPROC=1",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _backends_exist() -> bool:

@@ -24,7 +24,7 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
     nothing on one axis that is only split and reduced over. The first mesh of a process
     asks for XLA's one-thread CPU pool (``psijax.parallel.cpu_pool``).
     """
-    cpu_pool.one_thread()
+    cpu_pool.one_thread_or_warn()
     devices = jax.devices()
     n = len(devices) if n_devices is None else n_devices
     if not 1 <= n <= len(devices):
