@@ -1,6 +1,8 @@
-"""Peer benchmark: DeepMind FermiNet's own train.train(cfg) on LiH, timed per step.
+"""Peer benchmark: DeepMind FermiNet's own train.train(cfg) on LiH (or N2), timed per step.
 
     /tmp/peers/venv-ferminet/bin/python benchmarks/peers/ferminet_lih.py --iterations 400
+    /tmp/peers/venv-ferminet/bin/python benchmarks/peers/ferminet_lih.py --system N2 \
+        --iterations 100 --out /tmp/peers/out-ferminet/n2
     /tmp/peers/venv-ferminet/bin/python benchmarks/peers/peer_times.py /tmp/peers/out-ferminet/lih
 
 Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "The step
@@ -36,10 +38,20 @@ from _clock import process_start_wall  # noqa: E402
 
 _T_PROCESS = process_start_wall(_T_SCRIPT)
 
+# psijax's presets: (symbol, x in bohr) per atom, (up, down) electrons
+MOLECULES = {
+    "LiH": ((("Li", 0.0), ("H", 3.015)), (2, 2)),
+    "N2": ((("N", 0.0), ("N", 2.068)), (7, 7)),
+}
+
 parser = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
 )
 parser.add_argument("--iterations", type=int, default=400, help="training steps (default 400)")
+parser.add_argument(
+    "--system", default="LiH", choices=sorted(MOLECULES),
+    help="LiH (the default) or N2 at psijax's preset geometry",
+)  # fmt: skip
 parser.add_argument("--pretrain-iterations", type=int, default=200)
 parser.add_argument("--burn-in", type=int, default=50)
 parser.add_argument("--batch-size", type=int, default=256)
@@ -127,11 +139,11 @@ class TimedWriter(writers.Writer):
 
 def make_config():
     cfg = base_config.default()
+    atoms, electrons = MOLECULES[args.system]
     cfg.system.molecule = [
-        system.Atom(symbol="Li", coords=(0.0, 0.0, 0.0), units="bohr"),
-        system.Atom(symbol="H", coords=(3.015, 0.0, 0.0), units="bohr"),
+        system.Atom(symbol=symbol, coords=(x, 0.0, 0.0), units="bohr") for symbol, x in atoms
     ]
-    cfg.system.electrons = (2, 2)
+    cfg.system.electrons = electrons
     cfg.batch_size = args.batch_size
     cfg.network.network_type = "ferminet"
     cfg.network.ferminet.hidden_dims = ((64, 16), (64, 16), (64, 16))
