@@ -8,7 +8,6 @@ import sys
 
 from psijax.cli import evaluate, flags
 from psijax.errors import InputError, Interrupted, PsijaxError, TrainingError
-from psijax.parallel import cpu_pool
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,7 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cpu_pool.one_thread()  # before JAX makes its CPU backend
     try:
         args = build_parser().parse_args(argv)
         if args.command in evaluate.COMMANDS:

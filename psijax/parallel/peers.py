@@ -100,14 +100,17 @@ def lost_line(
         if process is not None and process != me
         else f"another process of the {processes}"
     )
-    saved = (
-        f"the newest intact checkpoint is step {newest}"
-        if newest is not None
-        else "no checkpoint was written yet (the resume starts from the beginning)"
-    )
     return (
-        f"psijax: error: lost {who} ({cause}) after step {step}; {saved}; continue with: {resume}"
+        f"psijax: error: lost {who} ({cause}) after step {step}; {saved_clause(newest)}; "
+        f"continue with: {resume}"
     )
+
+
+def saved_clause(newest: int | None) -> str:
+    """What a run that ends now leaves to resume from: its newest intact checkpoint."""
+    if newest is None:
+        return "no checkpoint was written yet (the resume starts from the beginning)"
+    return f"the newest intact checkpoint is step {newest}"
 
 
 def cause_of(err: BaseException) -> str:

@@ -150,12 +150,7 @@ class StepWatch:
             if median is not None
             else f"{FIRST:g}x the {self.floor_s:g} s floor before any step had completed"
         )
-        newest = self._newest()
-        saved = (
-            f"the newest intact checkpoint is step {newest}"
-            if newest is not None
-            else "no checkpoint was written yet (the resume starts from the beginning)"
-        )
+        saved = peers.saved_clause(self._newest())
         where = f"the threads' stacks are in {stacks}; " if stacks is not None else ""
         idle = ", the process idle" if self.cpu_does_the_work else ""
         self._end(

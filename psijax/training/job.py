@@ -284,7 +284,7 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
             f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
         )
         limit = config_lib.pretrain_limit(config)
-        extends = limit > config.pretrain_steps >= 2 * pretrain.WINDOW
+        extends = pretrain.extends(config.pretrain_steps, limit)
         extra = f", more up to {limit} while its loss falls" * extends
         show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
         t0 = time.perf_counter()

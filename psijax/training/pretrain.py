@@ -174,7 +174,7 @@ def pretrain(
         (params, opt_state, sampler.init(walkers.dtype)), sharding
     )
     losses: list[np.ndarray] = []
-    limit = steps if max_steps is None else max(steps, max_steps)
+    limit = max_steps if extends(steps, max_steps) else steps
     start = 0
     while start < steps or (start < limit and still_falling(np.concatenate(losses))):
         count = min(CHUNK, (steps if start < steps else limit) - start)
@@ -188,6 +188,12 @@ def pretrain(
                 callback(start + j, float(loss))
         start += count
     return params, walkers, np.concatenate(losses)
+
+
+def extends(steps: int, max_steps: int | None) -> bool:
+    """Whether a pretraining of ``steps`` may go on up to ``max_steps``: only from two
+    windows of steps on, where ``still_falling`` can judge."""
+    return max_steps is not None and max_steps > steps >= 2 * WINDOW
 
 
 def still_falling(losses: np.ndarray) -> bool:
