@@ -26,6 +26,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
+MAX_STATES = 16  # the step costs K^2 ansatz evaluations per walker
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
 
@@ -56,6 +57,7 @@ class Config:
     jastrow: bool = True  # PsiFormer: electron-electron cusp Jastrow factor
     determinants: int = 8
     full_det: bool = True  # one N x N determinant per term; False: up x down
+    states: int = 1  # > 1: the lowest K states in one run (natural excited states)
     sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0
@@ -80,6 +82,11 @@ class Config:
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
         _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
         _positive(self, "clip_scale", "jacobian_blocks")
+        if int(self.states) != self.states or not 1 <= self.states <= MAX_STATES:
+            raise InputError(
+                f"states={self.states} must be a whole number from 1 (the ground state) to "
+                f"{MAX_STATES}; give e.g. --states 3 for the ground and two excited states"
+            )
         _nonnegative(self, "pretrain_steps", "burn_in_steps", "checkpoint_every")
         _nonnegative(self, "checkpoint_minutes", "stall_timeout")
         if math.isnan(self.stall_timeout):
@@ -139,7 +146,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature"),
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
-        "layer_norm", "jastrow", "determinants", "full_det",
+        "layer_norm", "jastrow", "determinants", "full_det", "states",
     ),
     "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": (
@@ -167,6 +174,7 @@ ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
+    "states": 1,
 }  # fmt: skip
 
 

@@ -52,6 +52,7 @@ ANSATZES: dict[str, Entry] = {
     "ferminet": Entry("psijax.ansatz.ferminet:from_config"),
     "psiformer": Entry("psijax.ansatz.psiformer:from_config"),
 }
+STATES = Entry("psijax.ansatz.states:States")  # K copies of an ansatz as one wavefunction
 OPTIMIZERS: dict[str, Entry] = {
     "spring": Entry("psijax.optim.spring:from_config", learning_rate=0.02),
     "adam": Entry("psijax.optim.adam:from_config", learning_rate=3e-3),
@@ -80,8 +81,10 @@ OBSERVABLES: dict[str, Entry] = {
 
 
 def ansatz(molecule: Molecule, config: Config):
-    """The wavefunction ``config.ansatz`` for ``molecule``."""
-    return ANSATZES[config.ansatz].load()(molecule, config)
+    """The wavefunction ``config.ansatz`` for ``molecule``; with ``config.states`` > 1 the
+    total wavefunction of that many copies of it (``psijax.ansatz.states.States``)."""
+    net = ANSATZES[config.ansatz].load()(molecule, config)
+    return net if config.states == 1 else STATES.load()(net, config.states)
 
 
 def optimizer(config: Config):

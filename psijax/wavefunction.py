@@ -23,8 +23,10 @@ from jax.sharding import Mesh
 
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, system
+from psijax.ansatz.states import States
 from psijax.errors import InputError
 from psijax.estimators import observables
+from psijax.estimators import states as state_observables
 from psijax.parallel.batching import map_walkers
 from psijax.rundir import checkpoint
 from psijax.sampling import burn_in
@@ -66,8 +68,19 @@ class Wavefunction:
 
     def local_energy(self, r: Array, *, seed: int = 0) -> Array:
         """The local energy (Hartree) of one walker or each of a batch: the Hamiltonian of
-        training and evaluation (``psijax.hamiltonian``); ``seed`` feeds its random terms."""
+        training and evaluation (``psijax.hamiltonian``); ``seed`` feeds its random terms.
+        For several states, the trace of the energy matrix (``energy_matrix``)."""
         return self.local_values(r, ("energy",), seed=seed)["energy"]
+
+    def energy_matrix(self, r: Array, *, seed: int = 0) -> Array:
+        """Several states: the local energy matrix ``[K, K]`` of one walker (or of each of a
+        batch); the eigenvalues of its average over |psi|^2 are the states' energies."""
+        k = getattr(self.network, "n_states", 1)
+        if k == 1:
+            return self.local_energy(r, seed=seed)[..., None, None]
+        values = self.local_values(r, ("energy",), seed=seed)
+        names = state_observables.matrix_names("energy", k)
+        return jnp.stack([values[n] for n in names], axis=-1).reshape(*values["energy"].shape, k, k)
 
     def local_values(
         self, r: Array, names=observables.DEFAULT, *, seed: int = 0
@@ -77,6 +90,8 @@ class Wavefunction:
         r = self._check(r)
         default = names is observables.DEFAULT
         names = observables.parse(list(names))
+        if default and isinstance(self.network, States):
+            names = tuple(n for n in names if n in state_observables.SUPPORTED)
         if self.molecule.ecp and "forces" in names:
             if not default:
                 raise InputError(
@@ -106,7 +121,7 @@ class Wavefunction:
 
     def _check(self, r) -> Array:
         r = jnp.asarray(r)
-        n = self.molecule.n_electrons
+        n = self.network.n_electrons  # K copies of the molecule's electrons for K states
         if r.ndim not in (2, 3) or r.shape[-2:] != (n, 3):
             raise InputError(
                 f"walkers of shape {tuple(r.shape)} do not fit {self.config.system}; give "
@@ -133,8 +148,12 @@ def _jit_sample(log_abs, sampler, params, walkers, key, state, n_steps):
 
 def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
     energy = hamiltonian.for_config(wf.molecule, wf.config)
-    observed = observables.build(names, wf.molecule, wf.network)
-    local = observables.local_values(energy, wf.network, observed)
+    if isinstance(wf.network, States):
+        total = energy.local_energy(wf.network)
+        local = state_observables.build(names, total, wf.molecule, given=True).local
+    else:
+        observed = observables.build(names, wf.molecule, wf.network)
+        local = observables.local_values(energy, wf.network, observed)
 
     def public(params, walker_key):
         values = local(params, *walker_key)
@@ -173,7 +192,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
     net = registry.ansatz(molecule, config)
     template = abstract_train_state(
-        net, registry.optimizer(config), config.walkers, molecule.n_electrons, mesh
+        net, registry.optimizer(config), config.walkers, net.n_electrons, mesh
     )
     if config.walkers % mesh.devices.size:  # restore the walkers whole on every device
         rep = parallel.replicated(mesh)

@@ -51,6 +51,7 @@ HELP = {
     "jastrow": "PsiFormer electron-electron cusp Jastrow factor",
     "determinants": "determinants summed in psi",
     "full_det": "one N x N determinant per term (false: up x down determinants)",
+    "states": "the lowest K states in one run (natural excited states; 1: the ground state)",
     "sampler": "how walkers are sampled from |psi|^2",
     "mcmc_moves": "MCMC moves per step",
     "clip_scale": "clip local energies at this many mean absolute deviations from the median",

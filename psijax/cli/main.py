@@ -114,15 +114,25 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+EV_PER_HARTREE = 27.211386245988  # CODATA 2018
+
+
 def final_lines(result) -> list[str]:
     """The report at the end of a run: energy, exact value, time, outputs, what next."""
     from psijax.run.progress import describe_estimate
 
     config = result.config
-    lines = [
-        f"system      {config.system}",
-        f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})",
-    ]
+    lines = [f"system      {config.system}"]
+    if result.states is None:
+        lines.append(f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})")
+    else:
+        ground = result.states[0].mean
+        for i, e in enumerate(result.states):
+            gap = (
+                f"   (excitation {e.mean - ground:.5f} Ha, {27.211386 * (e.mean - ground):.3f} eV)"
+            )
+            lines.append(f"state {i:<5} {e} Ha" + gap * (i > 0))
+        lines.append(f"sum         {result.energy} Ha   ({describe_estimate(result.energy)})")
     if result.exact is not None:
         diff = 1000 * (result.energy.mean - result.exact)
         err = 1000 * result.energy.error

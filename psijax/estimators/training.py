@@ -118,3 +118,38 @@ def metrics(estimators: tuple[Estimator, ...], values: StepValues) -> dict[str, 
             raise ValueError(f"estimator {est.name!r} gave {sorted(got)}, declared {want}")
         out.update({name: jnp.asarray(got[name]) for name in want})
     return out
+
+
+# Several states (``psijax.ansatz.states``): the step's mean local energy matrix, element by
+# element; the host adds each state's energy (its eigenvalues, ``state_columns``).
+def energy_matrix(k: int) -> Estimator:
+    from psijax.statistics.states import matrix_names
+
+    names = [(n // k, n % k, name) for n, name in enumerate(matrix_names("energy", k))]
+    cols = tuple(
+        Column(name, "Ha", f"element ({i}, {j}) of the step's mean local energy matrix of the "
+               f"{k} states (rows: states; its eigenvalues are the states' energies)")
+        for i, j, name in names
+    )  # fmt: skip
+
+    def values(v: StepValues) -> dict[str, Array]:
+        from psijax.hamiltonian.states import MATRIX
+
+        m = v.energy.aux[MATRIX]
+        return {name: m[i, j] for i, j, name in names}
+
+    return Estimator("energy_matrix", cols, values)
+
+
+def state_columns(k: int) -> tuple[Column, ...]:
+    """Each state's energy in one step: the eigenvalues of its energy matrix (on the host)."""
+    return tuple(
+        Column(f"energy_state_{i}", "Ha", f"energy of state {i} (0: the lowest) in the step: "
+               "eigenvalue of the step's mean energy matrix", f"E{i} {{:.4f}}")
+        for i in range(k)
+    )  # fmt: skip
+
+
+def for_states(k: int) -> tuple[Estimator, ...]:
+    """The training estimators of a run of ``k`` states."""
+    return TRAINING if k == 1 else (*TRAINING, energy_matrix(k))

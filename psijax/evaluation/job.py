@@ -29,8 +29,10 @@ import jax
 import numpy as np
 
 from psijax import hamiltonian, parallel, registry
+from psijax.ansatz.states import States
 from psijax.errors import InputError
 from psijax.estimators import observables as observables_lib
+from psijax.estimators import states as state_observables
 from psijax.evaluation import step as eval_step
 from psijax.evaluation.settings import KEEP_CHECKPOINTS, EvalSettings
 from psijax.parallel.batching import auto_chunk
@@ -143,7 +145,7 @@ def evaluate(
     state, start = None, 0
     if resume:
         template = eval_step.abstract_state(
-            n_walkers, wf.molecule.n_electrons, wf.walkers.dtype, mesh
+            n_walkers, wf.network.n_electrons, wf.walkers.dtype, mesh
         )
         reader = checkpoint.Checkpoints(out, read_only=True)
         try:
@@ -163,7 +165,18 @@ def evaluate(
             log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
         )
     energy = hamiltonian.for_config(wf.molecule, wf.config)
-    observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
+    if isinstance(wf.network, States):  # matrices per walker; the states at the end
+        observed = (
+            state_observables.build(
+                settings.observables, energy.local_energy(wf.network), wf.molecule,
+                given=observables is not None,
+            ),
+        )  # fmt: skip
+        local_values, columns = observed[0].local, observed[0].columns
+    else:
+        observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
+        local_values = observables_lib.local_values(energy, wf.network, observed)
+        columns = observables_lib.columns(energy, observed)
     show = EvalProgress(settings.steps, enabled=progress and lead)
     if settings.burn_in and not resume:
         show.phase("re-equilibrating the walkers", settings.burn_in)
@@ -173,7 +186,7 @@ def evaluate(
     step = (
         eval_step.make_eval_step(
             log_abs,
-            observables_lib.local_values(energy, wf.network, observed),
+            local_values,
             registry.sampler(wf.config, adapt=False),
             mesh,
             chunk,
@@ -184,7 +197,6 @@ def evaluate(
         .lower(wf.params, state)
         .compile()
     )  # before the loop, whose watch times every step
-    columns = observables_lib.columns(energy, observed)
     writer = eval_files.EvalWriter(
         out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
         resume_step=start if resume else None,

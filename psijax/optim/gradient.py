@@ -30,10 +30,16 @@ class EnergyStats(NamedTuple):
     centered: Array  # [walkers] clipped E_L minus its mean, 0 where E_L is not finite
     finite: Array  # [walkers] 1.0 where E_L is finite, else 0.0
     n_nonfinite: Array  # walkers whose E_L was nan or inf (a float, for custom_jvp)
+    # Means over the finite walkers of what a local energy with ``with_aux`` gives beside
+    # E_L (the energy matrix of several states); empty otherwise.
+    aux: dict = {}  # noqa: RUF012 - never mutated
 
 
-def energy_stats(local_energies: Array, clip_scale: float | None = 5.0) -> EnergyStats:
-    """Mean, variance and the clipped, centered local energies of one batch."""
+def energy_stats(
+    local_energies: Array, clip_scale: float | None = 5.0, aux: dict | None = None
+) -> EnergyStats:
+    """Mean, variance and the clipped, centered local energies of one batch; ``aux``
+    (per-walker arrays ``[walkers, ...]``) is averaged over the walkers of finite E_L."""
     finite = jnp.isfinite(local_energies)
     n_finite = jnp.maximum(jnp.sum(finite), 1)
     e = jnp.where(finite, local_energies, 0.0)
@@ -48,7 +54,11 @@ def energy_stats(local_energies: Array, clip_scale: float | None = 5.0) -> Energ
     clipped_mean = jnp.sum(jnp.where(finite, clipped, 0.0)) / n_finite
     centered = jnp.where(finite, clipped - clipped_mean, 0.0)
     n_nonfinite = (local_energies.size - jnp.sum(finite)).astype(local_energies.dtype)
-    return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite)
+    means = {}
+    for name, values in (aux or {}).items():
+        keep = finite.reshape(-1, *([1] * (values.ndim - 1)))
+        means[name] = jnp.sum(jnp.where(keep, values, 0.0), axis=0) / n_finite
+    return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite, means)
 
 
 def make_energy_loss(
@@ -62,22 +72,29 @@ def make_energy_loss(
     estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``.
 
     A local energy that ``needs_key`` (``psijax.hamiltonian``) gets one key per walker,
-    split from ``key``; any other is called as ``local_energy(params, r)``.
+    split from ``key``; any other is called as ``local_energy(params, r)``. One with a
+    ``with_aux(params, r, key) -> (E_L, {name: array})`` method is called through it, and
+    the stats carry the walker means of its extra outputs (``EnergyStats.aux``).
     """
     random = bool(getattr(local_energy, "needs_key", False))
+    with_aux = getattr(local_energy, "with_aux", None)
+    call = with_aux if with_aux is not None else local_energy
 
-    def energies_of(params: Params, walkers: Array, key: Array | None) -> Array:
+    def energies_of(params: Params, walkers: Array, key: Array | None):
         if not random:
-            return map_walkers(local_energy, params, walkers, chunk_size=chunk_size)
-        if key is None:
-            raise ValueError("this local energy draws random numbers: give the loss a key")
-        keys = jax.random.split(key, walkers.shape[0])
-        one = lambda p, walker_key: local_energy(p, *walker_key)
-        return map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
+            out = map_walkers(call, params, walkers, chunk_size=chunk_size)
+        else:
+            if key is None:
+                raise ValueError("this local energy draws random numbers: give the loss a key")
+            keys = jax.random.split(key, walkers.shape[0])
+            one = lambda p, walker_key: call(p, *walker_key)
+            out = map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
+        return out if with_aux is not None else (out, None)
 
     @jax.custom_jvp
     def _loss(params: Params, walkers: Array, key: Array | None) -> tuple[Array, EnergyStats]:
-        stats = energy_stats(energies_of(params, walkers, key), clip_scale)
+        energies, aux = energies_of(params, walkers, key)
+        stats = energy_stats(energies, clip_scale, aux)
         return stats.energy, stats
 
     def loss(params: Params, walkers: Array, key: Array | None = None):

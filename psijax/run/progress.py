@@ -69,6 +69,7 @@ class Progress:
         eval_fraction: float = 0.3,
         energies: list[float] | None = None,
         columns: Callable[[], int] | None = None,
+        states: int = 1,
     ):
         self.stream = stream or sys.stderr
         self.enabled = enabled
@@ -85,6 +86,9 @@ class Progress:
         self._live = False  # a live (unterminated) line is on the terminal
         self.rejected = 0
         self.shown = [c for c in training.columns() if c.show is not None]
+        if states > 1:  # each state's energy in the step first, then the rest
+            self.shown = [*training.state_columns(states), *self.shown]
+        self.states = states
 
     def _terminal_columns(self) -> int:
         """The width of the terminal this display writes to (stdout may be a file)."""
@@ -129,7 +133,7 @@ class Progress:
         parts = [f"step {i + 1}/{self.total}"]
         est = running_estimate(self.energies, self.eval_fraction)
         if est is not None:
-            parts.append(f"E={est}")
+            parts.append(f"E={est}" if self.states == 1 else f"sum E={est}")
             if est.n_samples < MIN_BLOCKING_LENGTH:
                 parts.append(f"(naive, {est.n_samples} steps)")
             if self.exact is not None and math.isfinite(est.mean):

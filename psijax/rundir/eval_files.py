@@ -85,7 +85,7 @@ class EvalWriter:
         )  # fmt: skip
         self._positions = None
         if save_positions:
-            shape = (n_walkers, wf.molecule.n_electrons, 3)
+            shape = (n_walkers, wf.network.n_electrons, 3)
             self._positions = self._h5.create_dataset(
                 "positions", (0, *shape), maxshape=(None, *shape), dtype="f4",
                 chunks=(1, *shape),

@@ -40,6 +40,35 @@ def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, titl
     plt.close(fig)
 
 
+def plot_states(path: Path, per_step: np.ndarray, estimates, title: str) -> None:
+    """Several states: each state's energy per step ``[steps, K]`` (eigenvalues of the step's
+    energy matrix), its trailing mean and its final estimate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(len(per_step))
+    window = max(1, len(per_step) // 20)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i in range(per_step.shape[1]):
+        e = per_step[:, i]
+        ax.plot(steps, e, lw=0.4, alpha=0.3, color=f"C{i}")
+        smooth = running_mean(np.nan_to_num(e, nan=np.nanmedian(e)), window)
+        ax.plot(steps, smooth, lw=1.5, color=f"C{i}", label=f"state {i}: {estimates[i]} Ha")
+    tail = per_step[len(per_step) // 10 :]
+    lo, hi = np.nanpercentile(tail, [1, 99]) if tail.size else (0, 1)
+    pad = 0.1 * (hi - lo) + 1e-4
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel("step")
+    ax.set_ylabel("energy (Ha)")
+    ax.set_title(f"{title}: {per_step.shape[1]} states")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
     """Per-step mean local energy, its running mean, the estimate, training's and exact."""
     energies = np.asarray([float(r["energy"]) for r in rows])

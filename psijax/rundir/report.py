@@ -18,7 +18,7 @@ import numpy as np
 from psijax.errors import InputError
 from psijax.estimators import observables as observables_lib
 from psijax.rundir.eval_files import COUNTS, read_rows, unit_of
-from psijax.rundir.plots import plot_energy, plot_evaluation
+from psijax.rundir.plots import plot_energy, plot_evaluation, plot_states
 from psijax.rundir.train_files import atomic_write
 from psijax.statistics import Estimate, blocking_estimate, tail_estimate
 
@@ -42,7 +42,9 @@ def summarize(
     ``units`` name the unit of a column where ``eval_files.unit_of`` does not know it."""
     units = units or {}
     skip = ("step", "seconds", *COUNTS)
-    estimates = estimates_of(rows, [c for c in columns if c not in skip])
+    # matrix elements of several states stay in metrics.csv; their states are ``derived``
+    kept = [c for c in columns if c not in skip and "_matrix_" not in c]
+    estimates = estimates_of(rows, kept)
     table = {
         name: {
             "mean": e.mean, "error": e.error, "autocorrelation_time": e.autocorrelation_time,
@@ -53,7 +55,9 @@ def summarize(
     }  # fmt: skip
     derived: dict[str, Any] = {}
     for o in observed:
-        derived.update(o.derived(table))
+        derived.update(
+            o.derived(table, rows) if getattr(o, "needs_rows", False) else o.derived(table)
+        )
     summary = {
         **info,
         "estimates": table,
@@ -170,10 +174,11 @@ def report(run: str | Path) -> str:
         energies = np.asarray([r["energy"] for r in train_rows])
         finite = energies[np.isfinite(energies)]
         est = tail_estimate(finite, config.eval_fraction)
-        exact = molecule.exact_energy
+        exact = molecule.exact_energy if config.states == 1 else None  # not of a sum
         lines.append(f"{_line('system', '')}{config.system}")
+        label = "training" if config.states == 1 else "training (sum)"
         lines.append(
-            f"{_line('training', '')}{est} Ha   (blocking analysis of the last {est.n_samples} of "
+            f"{_line(label, '')}{est} Ha   (blocking analysis of the last {est.n_samples} of "
             f"{energies.size} steps)"
         )
         if exact is not None:
@@ -181,14 +186,22 @@ def report(run: str | Path) -> str:
                 f"{_line('exact', '')}{exact:.6f} Ha   (difference "
                 f"{1000 * (est.mean - exact):+.2f} ± {1000 * est.error:.2f} mHa)"
             )
-        plot_energy(run / "energy.png", energies, exact, est, config.system)
+        if config.states == 1:
+            plot_energy(run / "energy.png", energies, exact, est, config.system)
+        else:
+            lines += _state_lines(run, train_rows, config)
     if len(eval_rows) >= 2:
         try:
             info = json.loads((eval_dir / "summary.json").read_text())
         except (OSError, ValueError):
             info = {}
         names = observables_lib.parse(info.get("observables") or None)
-        observed = observables_lib.build(names, molecule)
+        if config.states > 1:
+            from psijax.estimators import states as state_observables
+
+            observed = (state_observables.build(names, config.states, molecule, given=False),)
+        else:
+            observed = observables_lib.build(names, molecule)
         keep = {k: v for k, v in info.items() if k not in ("estimates", "derived", "training")}
         keep["steps"] = len(eval_rows)
         units = {k: e.get("unit", "") for k, e in info.get("estimates", {}).items()}
@@ -196,3 +209,16 @@ def report(run: str | Path) -> str:
         lines.append(format_summary(summary))
         plot_evaluation(eval_dir / "eval.png", eval_rows, summary, config.system)
     return "\n".join(lines)
+
+
+def _state_lines(run: Path, rows, config) -> list[str]:
+    """Several states: each one's training estimate; redraws energy.png with all of them."""
+    from psijax.statistics import states as analysis
+
+    k = config.states
+    matrices = analysis.matrices_of(rows, k)
+    per_state = analysis.tail(matrices, config.eval_fraction)
+    per_step = np.asarray([analysis.energies(m) if np.all(np.isfinite(m)) else np.full(k, np.nan)
+                           for m in matrices])  # fmt: skip
+    plot_states(run / "energy.png", per_step, per_state, config.system)
+    return [f"{_line(f'state {i}', '')}{e} Ha" for i, e in enumerate(per_state)]

@@ -23,12 +23,24 @@ from psijax import config as config_lib
 from psijax.errors import InputError
 from psijax.estimators import training
 from psijax.rundir.checkpoint import SUBDIR
-from psijax.rundir.plots import plot_energy
+from psijax.rundir.plots import plot_energy, plot_states
 from psijax.statistics.blocking import Estimate
 from psijax.system import Molecule
 
 # metrics.csv: the step, every training estimator's columns, the wall time.
 COLUMNS = ("step", *(c.name for c in training.columns()), "seconds")
+
+
+def columns_for(k: int) -> tuple[str, ...]:
+    """metrics.csv's columns for a run of ``k`` states: with several, each state's energy
+    and the energy matrix follow the training columns."""
+    if k == 1:
+        return COLUMNS
+    extra = [c.name for c in training.state_columns(k)]
+    extra += [c.name for c in training.energy_matrix(k).columns]
+    return (*COLUMNS[:-1], *extra, COLUMNS[-1])
+
+
 RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", SUBDIR)
 
 
@@ -69,7 +81,10 @@ class RunWriter:
         enabled: bool = True,
     ):
         self.out, self.molecule, self.enabled = out, molecule, enabled
+        self.k = config.states
+        self.columns = columns_for(self.k)
         self.energies: list[float] = []  # kept rows' energies (resumed runs)
+        self.matrix_rows: list[list[float]] = []  # several states: each row's energy matrix
         self.seconds_before = 0.0  # wall time of the kept rows
         if not enabled:
             return
@@ -83,10 +98,12 @@ class RunWriter:
         out.mkdir(parents=True, exist_ok=True)
         kept = _read_rows(out / "metrics.csv", resume_step) if resume_step else []
         self.energies = [float(r["energy"]) for r in kept]
+        if self.k > 1:
+            self.matrix_rows = [[float(r[n]) for n in self._matrix_names] for r in kept]
         if kept:
             self.seconds_before = _float(kept[-1].get("seconds"))
         text = io.StringIO()
-        writer = csv.DictWriter(text, COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer = csv.DictWriter(text, self.columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         writer.writerows(kept)
         atomic_write(out / "metrics.csv", text.getvalue())
@@ -96,10 +113,21 @@ class RunWriter:
 
     def row(self, step: int, metrics: dict[str, float], seconds: float) -> None:
         self.energies.append(metrics["energy"])
+        if self.k > 1:
+            self.matrix_rows.append([metrics[n] for n in self._matrix_names])
         if not self.enabled:
             return
         values = {"step": step, "seconds": round(self.seconds_before + seconds, 3), **metrics}
-        self._csv.writerow([values.get(c, "") for c in COLUMNS])
+        self._csv.writerow([values.get(c, "") for c in self.columns])
+
+    @property
+    def _matrix_names(self) -> list[str]:
+        return [c.name for c in training.energy_matrix(self.k).columns]
+
+    @property
+    def matrices(self) -> np.ndarray:
+        """Several states: every row's energy matrix ``[rows, K, K]`` (resumed rows too)."""
+        return np.asarray(self.matrix_rows, np.float64).reshape(-1, self.k, self.k)
 
     def flush(self) -> None:
         """Make every row so far durable (called before each checkpoint)."""
@@ -118,6 +146,7 @@ class RunWriter:
         seconds: float,
         config: config_lib.Config,
         converged_at: int | None = None,
+        states: list[Estimate] | None = None,
     ) -> None:
         """summary.json and energy.png from the run's energy estimate and per-step energies."""
         self.close()
@@ -148,8 +177,24 @@ class RunWriter:
             "error_vs_exact": None if exact is None else est.mean - exact,
             "fingerprint": self.molecule.fingerprint(),
         }
+        if states is not None:  # several states: ``energy`` is the sum of theirs
+            summary["states"] = [
+                {"state": i, "energy": e.mean, "energy_error": e.error, "energy_text": str(e),
+                 "excitation_energy": e.mean - states[0].mean}
+                for i, e in enumerate(states)
+            ]  # fmt: skip
+            summary["exact"] = summary["error_vs_exact"] = None
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2))
-        plot_energy(self.out / "energy.png", energies, exact, est, config.system)
+        if states is None:
+            plot_energy(self.out / "energy.png", energies, exact, est, config.system)
+        else:
+            from psijax.statistics import states as analysis
+
+            per_step = np.asarray(
+                [analysis.energies(m) if np.all(np.isfinite(m)) else np.full(self.k, np.nan)
+                 for m in self.matrices]
+            )  # fmt: skip
+            plot_states(self.out / "energy.png", per_step, states, config.system)
 
 
 def _read_rows(path: Path, before: int) -> list[dict[str, str]]:

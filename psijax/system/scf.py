@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +19,14 @@ from psijax.system.molecule import Molecule
 from psijax.types import Array, Walkers
 
 logger = logging.getLogger(__name__)
+
+
+class Spectrum(NamedTuple):
+    """One spin's UHF orbital energies (Hartree) and its unoccupied orbitals."""
+
+    occupied: np.ndarray  # [n_occupied] energies, in the order of the occupied columns
+    virtual: np.ndarray  # [n_virtual] energies
+    virtual_coeff: np.ndarray  # [n_ao, n_virtual]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -37,6 +45,9 @@ class HartreeFock:
     coeff_down: np.ndarray
     energy: float
     converged: bool = True
+    # Per spin (up, down), the orbital energies and the unoccupied orbitals: what excited
+    # configurations are built from (``psijax.training.pretrain_states``).
+    spectrum: tuple[Spectrum, Spectrum] | None = None
 
     @property
     def n_up(self) -> int:
@@ -90,7 +101,12 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
             f"UHF occupied {up.shape[1]} up and {down.shape[1]} down orbitals, expected "
             f"{molecule.n_up} and {molecule.n_down}"
         )
-    return HartreeFock(mol, up, down, energy, bool(mf.converged))
+    spectrum = tuple(
+        Spectrum(np.asarray(e)[np.asarray(o) > 0], np.asarray(e)[np.asarray(o) == 0],
+                 np.asarray(c)[:, np.asarray(o) == 0])
+        for c, e, o in zip(mf.mo_coeff, mf.mo_energy, mf.mo_occ, strict=True)
+    )  # fmt: skip
+    return HartreeFock(mol, up, down, energy, bool(mf.converged), spectrum)
 
 
 # ------------------------------------------------------------------- HF orbitals in JAX

@@ -26,6 +26,7 @@ from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.ansatz import Ansatz
 from psijax.errors import InputError
+from psijax.estimators import training as estimators_lib
 from psijax.parallel.batching import map_walkers
 from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
@@ -33,8 +34,9 @@ from psijax.run.progress import Progress
 from psijax.rundir import checkpoint, train_files
 from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
+from psijax.statistics import states as state_stats
 from psijax.system import ecp, scf
-from psijax.training import pretrain
+from psijax.training import pretrain, pretrain_states
 from psijax.training.state import abstract_train_state, train_state
 from psijax.training.step import StepConfig, make_step
 from psijax.types import Params, TrainState
@@ -52,6 +54,8 @@ class TrainResult:
     config: config_lib.Config | None = None  # the resolved config of the run
     network: Ansatz | None = None  # network.log_abs(params, walker) is log|psi|
     converged_at: int | None = None  # the step --target-error stopped the run at
+    # Several states: each one's energy, lowest first (``energy`` is then their sum).
+    states: list[Estimate] | None = None
 
     @property
     def error_vs_exact(self) -> float | None:
@@ -119,6 +123,8 @@ def train(
     parallel.check_walkers(config.walkers, mesh)
     if config.pretrain_steps:
         molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
+        if config.states > 1:
+            pretrain_states.check_basis(molecule, config.states, config.basis)
     out = Path(config.out)
     if not resume:
         parallel.check_on_lead(lambda: train_files.check_new(out, force))
@@ -127,12 +133,13 @@ def train(
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
     sampler = registry.sampler(config)
-    template = abstract_train_state(net, optimizer, config.walkers, molecule.n_electrons, mesh)
+    template = abstract_train_state(net, optimizer, config.walkers, net.n_electrons, mesh)
     identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
     lead = jax.process_index() == 0
+    k = config.states
     show = Progress(
-        config.steps, enabled=progress and lead, exact=molecule.exact_energy,
-        eval_fraction=config.eval_fraction,
+        config.steps, enabled=progress and lead, exact=molecule.exact_energy if k == 1 else None,
+        eval_fraction=config.eval_fraction, states=k,
     )  # fmt: skip
     show.note(_header(molecule, config, template, mesh))
     show.note(net.describe())
@@ -155,14 +162,16 @@ def train(
     writer = train_files.RunWriter(
         out, molecule, config, resume_step=start, resuming=resume, enabled=lead
     )
+    estimators = estimators_lib.for_states(k)
     show.follow(writer.energies)  # the running estimate includes a resumed run's rows
     checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
     resume_command = f"psijax train --resume {out}"
     watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
     with StopSignals() as signals, watch:
         step = make_step(
-            net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler
-        )
+            net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler,
+            estimators,
+        )  # fmt: skip
         # Compile the step (the largest launch cost) while pretraining and burn-in run.
         fresh = state is None
         show.note("compiling the training step" + " (in the background)" * fresh)
@@ -177,6 +186,8 @@ def train(
         show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
 
         def on_metrics(i: int, m: dict[str, float]) -> None:
+            if k > 1:
+                m = m | state_stats.step_energies(m, k)
             writer.row(i, m, time.perf_counter() - started)
             show.step(i, m)
             if on_step is not None and lead:
@@ -219,12 +230,19 @@ def train(
     if finite.size < 2:
         raise InputError("fewer than two finite energies; run more steps")
     estimate = tail_estimate(finite, config.eval_fraction)
+    per_state = None
+    if k > 1:
+        per_state = state_stats.tail(writer.matrices, config.eval_fraction)
+        show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
     seconds = time.perf_counter() - started
     result = TrainResult(
-        molecule, estimate, molecule.exact_energy, energies, state.params, seconds, out,
-        config=config, network=net, converged_at=loop.converged_at,
+        molecule, estimate, molecule.exact_energy if k == 1 else None, energies, state.params,
+        seconds, out, config=config, network=net, converged_at=loop.converged_at,
+        states=per_state,
     )  # fmt: skip
-    writer.finish(estimate, energies, seconds, config, converged_at=loop.converged_at)
+    writer.finish(
+        estimate, energies, seconds, config, converged_at=loop.converged_at, states=per_state
+    )
     return result
 
 
@@ -257,6 +275,7 @@ def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh
         f"{molecule.n_down} down), {n_params:,} parameters, {config.walkers} walkers on "
         f"{devices} {kind} device{'s' * (devices != 1)}"
         + (f"; ECP {ecp.describe(molecule.symbols, molecule.ecp)}" if molecule.ecp else "")
+        + (f"; the lowest {config.states} states" if config.states > 1 else "")
     )
 
 
@@ -273,7 +292,9 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = net.init(keys[0], jnp.float32)
     params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
-    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
+    copies = config.states  # K copies of the electrons per walker with several states
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers * copies)
+    walkers = walkers.reshape(config.walkers, copies * molecule.n_electrons, 3)
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
     if config.pretrain_steps:
         t0 = time.perf_counter()
@@ -288,14 +309,23 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
         extra = f", more up to {limit} while its loss falls" * extends
         show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
         t0 = time.perf_counter()
-        params, walkers, losses = pretrain.pretrain(
-            keys[2], net, params, molecule, walkers,
-            steps=config.pretrain_steps, basis=config.basis, hf=hf, max_steps=limit,
-            sampler=pretrain.sampler_of(config), callback=lambda i, loss: show.pretrain(i, loss),
+        settings = dict(
+            steps=config.pretrain_steps, max_steps=limit, sampler=pretrain.sampler_of(config),
+            callback=lambda i, loss: show.pretrain(i, loss),
         )  # fmt: skip
+        if copies == 1:
+            params, walkers, losses = pretrain.pretrain(
+                keys[2], net, params, molecule, walkers, basis=config.basis, hf=hf, **settings
+            )
+            losses = [losses]
+        else:
+            params, walkers, losses = pretrain_states.pretrain(
+                keys[2], net, params, molecule, walkers, hf=hf, basis=config.basis,
+                note=show.note, **settings,
+            )  # fmt: skip
         show.note(
-            f"pretrained {len(losses)} steps, loss {losses[-1]:.4f} "
-            f"({time.perf_counter() - t0:.1f} s)"
+            f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
+            f"{'/'.join(f'{x[-1]:.4f}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
         )
 
     width, log_abs = sampler.init(jnp.float32), None

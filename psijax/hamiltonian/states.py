@@ -1,0 +1,91 @@
+"""The local energy matrix of K states (NES-VMC) from the one Hamiltonian.
+
+With Psi_ij = psi_i(x^j) (state i, copy j) and (H Psi)_ij = (H psi_i)(x^j), the local
+energy matrix of one walker is
+
+    E_L = (H Psi) Psi^-1 = (Psi o e) Psi^-1,     e_ij = (H psi_i)(x^j) / psi_i(x^j),
+
+``e_ij`` being the ordinary local energy of state i at copy j (``psijax.hamiltonian``: every
+term of the run's Hamiltonian, the kinetic energy through its Laplacian operator). For
+exact eigenstates (or any K states spanning them) E_L is the same matrix at every walker,
+with the energies as eigenvalues; its average under |det Psi|^2 gives the energies of a
+trained wavefunction (``psijax.statistics.states``). Its trace is the local energy of Psi
+under the Hamiltonian summed over the copies: what training minimises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from psijax.ansatz.states import States, scaled_matrix
+from psijax.hamiltonian.base import Hamiltonian
+from psijax.types import Array, Params
+
+MATRIX = "energy_matrix"  # the name of the loss's per-walker [K, K] extra output
+
+
+@dataclasses.dataclass(frozen=True)
+class StatesEnergy:
+    """``energy(params, r, key=None)``: the trace of the energy matrix of one walker of
+    ``net`` (Hartree); ``matrices`` gives every component's matrix."""
+
+    hamiltonian: Hamiltonian
+    net: States
+
+    @property
+    def needs_key(self) -> bool:
+        return self.hamiltonian.needs_key
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.hamiltonian.columns
+
+    def pairs(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
+        """Every component of the local energy of state i at copy j, ``[K, K]`` each."""
+        k = self.net.n_states
+        local = self.hamiltonian.local_energy(self.net.base)
+        x = self.net.copies(r)
+        keys = None
+        if self.needs_key:
+            keys = jax.random.split(key, k * k).reshape(k, k, *key.shape)
+
+        def one(p, xj, kij):
+            return local.parts(p, xj, kij)
+
+        over_copies = jax.vmap(one, in_axes=(None, 0, 0 if keys is not None else None))
+        over_states = jax.vmap(over_copies, in_axes=(0, None, 0 if keys is not None else None))
+        return over_states(params, x, keys)
+
+    def matrices(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
+        """``{column: [K, K] matrix}`` for the energy and each of its components: the
+        matrix of column c is (Psi o c) Psi^-1, so the energy's is the sum of the others."""
+        scaled, _ = scaled_matrix(self.net.matrix(params, r))
+        parts = self.pairs(params, r, key)
+        # E = A M^-1  <=>  M^T E^T = A^T: one factorisation of M for every column.
+        stacked = jnp.stack([scaled * parts[c] for c in self.columns])  # [C, K, K]
+        solved = jnp.linalg.solve(scaled.T[None], jnp.swapaxes(stacked, -1, -2))
+        result = jnp.swapaxes(solved, -1, -2)
+        return {c: result[n] for n, c in enumerate(self.columns)}
+
+    def matrix(self, params: Params, r: Array, key: Array | None = None) -> Array:
+        """The ``[K, K]`` local energy matrix of one walker (Hartree)."""
+        scaled, _ = scaled_matrix(self.net.matrix(params, r))
+        e = self.pairs(params, r, key)["energy"]
+        return jnp.linalg.solve(scaled.T, (scaled * e).T).T
+
+    def with_aux(
+        self, params: Params, r: Array, key: Array | None = None
+    ) -> tuple[Array, dict[str, Array]]:
+        """The trace (the total local energy) and ``{MATRIX: [K, K]}``."""
+        m = self.matrix(params, r, key)
+        return jnp.trace(m), {MATRIX: m}
+
+    def __call__(self, params: Params, r: Array, key: Array | None = None) -> Array:
+        return jnp.trace(self.matrix(params, r, key))
+
+
+def local_energy(hamiltonian: Hamiltonian, net: States) -> StatesEnergy:
+    return StatesEnergy(hamiltonian, net)

@@ -1,0 +1,116 @@
+"""K states pretrained on the K lowest Hartree-Fock configurations.
+
+State 0 is fitted to the UHF ground determinant, state i > 0 to the i-th lowest single
+excitation (one electron moved from an occupied to a virtual orbital of the same spin,
+ordered by the orbital-energy gap). Distinct determinants make the K states linearly
+independent from the first step, so that det[psi_i(x^j)] is far from zero, and put each
+near a low-lying configuration; training then mixes them into the lowest K states. Each
+state is pretrained as a ground state would be (``psijax.training.pretrain``), on walkers
+of its own, which become that state's copy of the electrons in the total wavefunction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from psijax.ansatz.states import States
+from psijax.errors import InputError
+from psijax.system.scf import HartreeFock
+from psijax.training import pretrain as pretrain_lib
+from psijax.types import Array, Params, Walkers
+
+
+@dataclasses.dataclass(frozen=True)
+class Excitation:
+    spin: str  # "up" or "down"
+    occupied: int  # column of that spin's occupied orbitals
+    virtual: int  # column of its virtual orbitals
+    gap: float  # Hartree: virtual minus occupied orbital energy
+
+    def __str__(self) -> str:
+        return f"{self.spin} {self.occupied} -> virtual {self.virtual} (gap {self.gap:.3f} Ha)"
+
+
+def excitations(hf: HartreeFock, n: int, basis: str) -> list[Excitation]:
+    """The ``n`` single excitations of lowest orbital-energy gap; ``InputError`` where the
+    basis has fewer."""
+    found = []
+    for spin, spectrum in zip(("up", "down"), hf.spectrum or (), strict=False):
+        for o, e_occ in enumerate(spectrum.occupied):
+            for v, e_virt in enumerate(spectrum.virtual):
+                found.append(Excitation(spin, o, v, float(e_virt - e_occ)))
+    found.sort(key=lambda x: (x.gap, x.spin, x.occupied, x.virtual))
+    if len(found) < n:
+        raise InputError(
+            f"the {basis} basis gives {len(found) + 1} Hartree-Fock configurations, fewer than "
+            f"the {n + 1} states asked for; give a larger basis (e.g. --basis cc-pvdz) or "
+            "--pretrain-steps 0"
+        )
+    return found[:n]
+
+
+def check_basis(molecule, k: int, basis: str) -> None:
+    """``InputError`` unless ``basis`` gives ``k`` configurations (before any SCF runs)."""
+    nao = molecule.to_pyscf(basis).nao
+    singles = sum(n * max(nao - n, 0) for n in (molecule.n_up, molecule.n_down))
+    if singles + 1 < k:
+        raise InputError(
+            f"the {basis} basis gives {singles + 1} Hartree-Fock configurations, fewer than "
+            f"the {k} states asked for; give a larger basis (e.g. --basis cc-pvdz) or "
+            "--pretrain-steps 0"
+        )
+
+
+def excited(hf: HartreeFock, x: Excitation) -> HartreeFock:
+    """``hf`` with the excitation's occupied orbital replaced by its virtual one."""
+    coeff = (hf.coeff_up if x.spin == "up" else hf.coeff_down).copy()
+    spectrum = hf.spectrum[0 if x.spin == "up" else 1]
+    coeff[:, x.occupied] = spectrum.virtual_coeff[:, x.virtual]
+    field = "coeff_up" if x.spin == "up" else "coeff_down"
+    return dataclasses.replace(hf, **{field: coeff})
+
+
+def configurations(hf: HartreeFock, k: int, basis: str) -> list[tuple[str, HartreeFock]]:
+    """The ground determinant and the ``k - 1`` lowest single excitations, described."""
+    out = [("ground", hf)]
+    out += [(str(x), excited(hf, x)) for x in excitations(hf, k - 1, basis)]
+    return out
+
+
+def pretrain(
+    key: Array,
+    net: States,
+    params: Params,
+    molecule,
+    walkers: Walkers,
+    *,
+    hf: HartreeFock,
+    basis: str,
+    note: Callable[[str], None] = lambda text: None,
+    **settings,
+) -> tuple[Params, Walkers, list[np.ndarray]]:
+    """Each state of ``net`` fitted to its configuration (``configurations``) by
+    ``psijax.training.pretrain.pretrain`` with ``settings``; ``walkers`` ``[W, K * N, 3]``
+    give each state its copy. Returns the stacked parameters, the walkers and each state's
+    losses."""
+    k, n = net.n_states, net.electrons_per_copy
+    targets = configurations(hf, k, basis)
+    copies = walkers.reshape(walkers.shape[0], k, n, 3)
+    fitted, moved, losses = [], [], []
+    for i, (what, config) in enumerate(targets):
+        note(f"state {i}: {what}")
+        p, w, loss = pretrain_lib.pretrain(
+            jax.random.fold_in(key, i), net.base, net.state(params, i), molecule,
+            copies[:, i], hf=config, basis=basis, **settings,
+        )  # fmt: skip
+        fitted.append(p)
+        moved.append(w)
+        losses.append(loss)
+    params = jax.tree.map(lambda *leaves: jnp.stack(leaves), *fitted)
+    walkers = jnp.stack(moved, axis=1).reshape(walkers.shape)
+    return params, walkers, losses

@@ -1,0 +1,245 @@
+"""Several states in one wavefunction (NES-VMC): the total wavefunction, its energy matrix
+and the states' energies, against the hydrogen atom's exact spectrum."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from psijax import hamiltonian, laplacian
+from psijax.ansatz.states import States
+from psijax.errors import InputError
+from psijax.estimators.states import StatesObserved
+from psijax.hamiltonian.states import MATRIX, local_energy
+from psijax.statistics import states as state_stats
+from psijax.statistics.states import matrix_names
+from psijax.system import preset
+from psijax.types import Psi
+
+H = preset("H")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _x64():
+    with jax.enable_x64(True):
+        yield
+
+
+@dataclasses.dataclass(frozen=True)
+class HydrogenMix:
+    """psi(r) = sum_a c_a phi_a(r) over the exact 1s, 2s, 2px, 2py, 2pz orbitals: any K
+    mixtures of them span K exact eigenstates when they span the first K orbitals."""
+
+    n_up: int = 1
+    n_down: int = 0
+
+    def init(self, key, dtype=jnp.float64):
+        return {"c": jax.random.normal(key, (5,), dtype)}
+
+    def apply(self, params, r):
+        x = r[0]
+        d = jnp.sqrt(jnp.sum(x**2))
+        phi = jnp.stack([
+            2 * jnp.exp(-d), (2 - d) * jnp.exp(-d / 2) / (2 * jnp.sqrt(2.0)),
+            *(x[k] * jnp.exp(-d / 2) / (2 * jnp.sqrt(6.0)) for k in range(3)),
+        ])  # fmt: skip
+        value = params["c"] @ phi
+        return Psi(jnp.sign(value), jnp.log(jnp.abs(value)))
+
+    def log_abs(self, params, r):
+        return self.apply(params, r).log_abs
+
+    def describe(self):
+        return "hydrogen orbitals"
+
+
+EXACT = np.array([-0.5, -0.125, -0.125, -0.125, -0.125])
+
+
+def _walkers(key, n, k):
+    return 3.0 * jax.random.normal(key, (n, k, 3), jnp.float64)
+
+
+def test_total_wavefunction_is_the_determinant_of_the_states():
+    net = States(HydrogenMix(), 3)
+    params = net.init(jax.random.PRNGKey(0))
+    r = _walkers(jax.random.PRNGKey(1), 1, 3)[0]
+    direct = np.array([[float(jnp.exp(net.base.log_abs(net.state(params, i), r[j : j + 1])))
+                        * float(net.base.apply(net.state(params, i), r[j : j + 1]).sign)
+                        for j in range(3)] for i in range(3)])  # fmt: skip
+    psi = net.apply(params, r)
+    det = np.linalg.det(direct)
+    assert float(psi.sign) == np.sign(det)
+    assert float(psi.log_abs) == pytest.approx(np.log(abs(det)), rel=1e-12)
+    # swapping two copies flips the sign: the states are antisymmetric in the copies
+    swapped = r[jnp.array([1, 0, 2])]
+    assert float(net.apply(params, swapped).sign) == -np.sign(det)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_exact_states_give_a_constant_energy_matrix_with_the_spectrum(k):
+    """Mixtures of the lowest K hydrogen orbitals: E_L is the same at every walker, and its
+    eigenvalues are the exact energies (the 1s and the n = 2 shell)."""
+    base = HydrogenMix()
+    net = States(base, k)
+    params = {"c": jax.random.normal(jax.random.PRNGKey(2), (k, 5), jnp.float64)}
+    params["c"] = params["c"].at[:, k:].set(0.0)  # the span of the first K orbitals
+    energy = local_energy(hamiltonian.molecular(H, laplacian.Forward()), net)
+    walkers = _walkers(jax.random.PRNGKey(3), 16, k)
+    matrices = jax.vmap(energy.matrix, in_axes=(None, 0))(params, walkers)
+    np.testing.assert_allclose(matrices, np.broadcast_to(matrices[0], matrices.shape), atol=1e-8)
+    np.testing.assert_allclose(state_stats.energies(matrices[0]), EXACT[:k], atol=1e-9)
+    trace, aux = energy.with_aux(params, walkers[0])
+    assert float(trace) == pytest.approx(EXACT[:k].sum(), abs=1e-9)
+    np.testing.assert_allclose(aux[MATRIX], matrices[0])
+    parts = energy.matrices(params, walkers[0])
+    total = sum(parts[c] for c in energy.columns if c != "energy")
+    np.testing.assert_allclose(parts["energy"], total, atol=1e-9)
+
+
+def test_the_trace_is_the_local_energy_of_the_total_wavefunction():
+    """tr E_L = sum_j (H_j Psi) / Psi, computed the other way: the Laplacian of the whole
+    determinant over all K copies (here with states that are not eigenstates)."""
+    net = States(HydrogenMix(), 3)
+    params = net.init(jax.random.PRNGKey(4))
+    energy = local_energy(hamiltonian.molecular(H, laplacian.Forward()), net)
+    r = _walkers(jax.random.PRNGKey(5), 1, 3)[0]
+    log_abs = lambda x: net.log_abs(params, x)
+    grad = jax.grad(log_abs)(r)
+    hess = jax.hessian(lambda x: log_abs(x.reshape(3, 3)))(r.reshape(-1))
+    kinetic = -0.5 * (jnp.trace(hess) + jnp.sum(grad**2))
+    potential = -jnp.sum(1.0 / jnp.linalg.norm(r, axis=-1))
+    assert float(energy(params, r)) == pytest.approx(float(kinetic + potential), rel=1e-9)
+
+
+def test_estimate_recovers_the_energies_and_their_spread():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(3, 3))
+    exact = np.array([-1.0, -0.5, -0.2])
+    mean = v @ np.diag(exact) @ np.linalg.inv(v)
+    noise = 0.01 * rng.normal(size=(4000, 3, 3))
+    got = state_stats.estimate(mean + noise)
+    for est, e in zip(got, exact, strict=True):
+        assert abs(est.mean - e) < 4 * est.error
+        assert 0 < est.error < 0.01
+
+
+# ------------------------------------------------------------------ transition dipoles
+def test_transition_dipole_and_oscillator_strength_of_1s_2pz():
+    """States 1s and 2pz (exact): |<1s|z|2pz>|^2 = (128 sqrt(2) / 243)^2 and the oscillator
+    strength 2/3 * 3/8 * that, from the dipole matrices averaged over |det Psi|^2
+    (importance-sampled: both copies from r^2 exp(-r/2) with uniform directions)."""
+    net = States(HydrogenMix(), 2)
+    c = np.zeros((2, 5))
+    c[0, 0], c[1, 4] = 1.0, 1.0  # 1s, 2pz
+    params = {"c": jnp.asarray(c)}
+    energy = local_energy(hamiltonian.molecular(H, laplacian.Forward()), net)
+    observed = StatesObserved(2, H, True, energy)
+    local = jax.jit(jax.vmap(observed.local, in_axes=(None, 0)))
+    log_psi = jax.jit(jax.vmap(net.log_abs, in_axes=(None, 0)))
+    rng = np.random.default_rng(0)
+    found = []
+    for _ in range(8):  # eight independent estimates give the statistical error
+        radius = rng.gamma(3.0, 2.0, size=(50_000, 2))
+        direction = rng.normal(size=(50_000, 2, 3))
+        direction /= np.linalg.norm(direction, axis=-1, keepdims=True)
+        r = jnp.asarray(radius[..., None] * direction)
+        log_w = 2 * np.asarray(log_psi(params, r)) + np.sum(radius / 2, axis=1)  # |Psi|^2 / q
+        w = np.exp(log_w - log_w.max())
+        values = local(params, r)
+        means = {
+            name: np.average(np.stack([np.asarray(values[m]) for m in
+                             matrix_names(name, 2)], axis=1), axis=0,
+                             weights=w).reshape(2, 2)
+            for name in ("energy", "dipole_x", "dipole_y", "dipole_z")
+        }  # fmt: skip
+        found.append(state_stats.spectrum(means, ("dipole_x", "dipole_y", "dipole_z")))
+    e0, e1, _, d2, f = np.mean(found, axis=0)
+    d2_error, f_error = np.std(found, axis=0, ddof=1)[3:] / np.sqrt(len(found))
+    exact_d2 = (128 * np.sqrt(2) / 243) ** 2
+    assert (e0, e1) == pytest.approx((-0.5, -0.125), abs=1e-8)
+    assert d2_error < 0.02 * exact_d2 and abs(d2 - exact_d2) < 4 * d2_error
+    assert abs(f - 2 / 3 * 0.375 * exact_d2) < 4 * f_error
+
+
+# ------------------------------------------------------------ pretraining configurations
+def test_configurations_are_the_ground_and_the_lowest_single_excitations():
+    from psijax.system import scf
+    from psijax.training import pretrain_states as pretrain
+
+    hf = scf.hartree_fock(preset("LiH"), "sto-6g")
+    found = pretrain.excitations(hf, 4, "sto-6g")
+    gaps = [x.gap for x in found]
+    assert gaps == sorted(gaps) and gaps[0] > 0
+    targets = pretrain.configurations(hf, 3, "sto-6g")
+    assert targets[0][0] == "ground"
+    first = targets[1][1]
+    x = found[0]
+    coeff = first.coeff_up if x.spin == "up" else first.coeff_down
+    spectrum = hf.spectrum[0 if x.spin == "up" else 1]
+    np.testing.assert_allclose(coeff[:, x.occupied], spectrum.virtual_coeff[:, x.virtual])
+    with pytest.raises(InputError, match="larger basis"):
+        pretrain.excitations(scf.hartree_fock(preset("He"), "sto-6g"), 2, "sto-6g")
+
+
+# ------------------------------------------------------------------- a run end to end
+TINY_STATES = dict(
+    system="H", states=2, walkers=32, basis="cc-pvdz", pretrain_steps=5, burn_in_steps=3,
+    layers=((8, 4),), determinants=1, mcmc_moves=2, checkpoint_every=10,
+)  # fmt: skip
+
+
+def test_states_train_resume_evaluate_and_report(tmp_path):
+    """Two states of H: metrics.csv has each state's energy and the matrix per step, the
+    summary each state's estimate; a resumed run continues it; evaluation gives the
+    states, the transition dipole and the oscillator strength; load and report work."""
+    import json
+
+    import psijax
+
+    out = tmp_path / "h"
+    first = psijax.train(steps=10, out=str(out), progress=False, **TINY_STATES)
+    assert len(first.states) == 2 and first.states[0].mean < first.states[1].mean
+    with open(out / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {"energy_state_0", "energy_state_1", "energy_matrix_1_0"} <= set(rows[0])
+    m = state_stats.matrices_of([{k: float(v) for k, v in r.items()} for r in rows], 2)
+    np.testing.assert_allclose(
+        [float(r["energy"]) for r in rows], np.trace(m, axis1=1, axis2=2), rtol=1e-5
+    )
+    again = psijax.train(out=str(out), resume=True, steps=20, progress=False)
+    assert len(again.energies) == 20
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["state"] for s in summary["states"]] == [0, 1]
+    assert summary["states"][1]["excitation_energy"] >= 0  # a noisy pair may be complex
+    ev = psijax.evaluate(out, steps=12, burn_in=2, progress=False)
+    derived = ev.summary["derived"]
+    assert {"state_0_energy", "excitation_1", "oscillator_strength_0_1"} <= set(derived)
+    assert "energy_matrix_0_0" not in ev.summary["estimates"]
+    wf = psijax.load(out)
+    assert wf.energy_matrix(wf.walkers[:3]).shape == (3, 2, 2)
+    with pytest.raises(InputError, match="several states"):
+        psijax.evaluate(out, steps=2, observables="spin", force=True, progress=False)
+    from psijax.rundir.report import report
+
+    assert "state 1" in report(out)
+
+
+@pytest.mark.parametrize(
+    "overrides,word",
+    [(dict(states=0), "states=0"), (dict(states=40), "states=40"),
+     (dict(system="He", basis="sto-6g", states=3), "larger basis")],
+    ids=["zero", "too-many", "small-basis"],
+)  # fmt: skip
+def test_bad_states_input_is_refused_before_anything_is_written(tmp_path, overrides, word):
+    import psijax
+
+    out = tmp_path / "bad"
+    with pytest.raises(InputError, match=word):
+        psijax.train(steps=2, out=str(out), progress=False, **{**TINY_STATES, **overrides})
+    assert not out.exists()
