@@ -243,3 +243,23 @@ def test_bad_states_input_is_refused_before_anything_is_written(tmp_path, overri
     with pytest.raises(InputError, match=word):
         psijax.train(steps=2, out=str(out), progress=False, **{**TINY_STATES, **overrides})
     assert not out.exists()
+
+
+def test_states_on_two_devices_match_one_from_the_command_line(tmp_path):
+    """The same K = 2 run on one device and with its walkers split over two: the same
+    energy matrices step by step; the command prints each state and its excitation."""
+    from runs import metrics, psijax, tiny_config
+
+    config = tiny_config(tmp_path, system="H", states=2, basis="cc-pvdz", steps=4)
+    runs = {}
+    for devices in (1, 2):
+        out = tmp_path / f"d{devices}"
+        proc = psijax("train", "--config", config, "--out", out, "--devices", str(devices),
+                      devices=devices)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "state 1" in proc.stdout and "excitation" in proc.stdout
+        runs[devices] = metrics(out)
+    names = ["energy", *matrix_names("energy", 2)]
+    for a, b in zip(runs[1], runs[2], strict=True):
+        np.testing.assert_allclose([float(a[n]) for n in names], [float(b[n]) for n in names],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip

@@ -133,6 +133,12 @@ def final_lines(result) -> list[str]:
             )
             lines.append(f"state {i:<5} {e} Ha" + gap * (i > 0))
         lines.append(f"sum         {result.energy} Ha   ({describe_estimate(result.energy)})")
+        exact = result.molecule.exact_energy
+        if exact is not None:
+            diff, err = 1000 * (ground - exact), 1000 * result.states[0].error
+            lines.append(
+                f"exact       {exact:.6f} Ha (ground state)   (state 0 {diff:+.2f} ± {err:.2f} mHa)"
+            )
     if result.exact is not None:
         diff = 1000 * (result.energy.mean - result.exact)
         err = 1000 * result.energy.error
