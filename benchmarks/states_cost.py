@@ -97,8 +97,9 @@ def local_energies(args, molecule) -> None:
             walkers = _walkers(molecule, k, args.walkers)
             a = jax.jit(lambda p, w, f=per_state: map_walkers(f, p, w))
             b = jax.jit(lambda p, w, f=whole: map_walkers(f, p, w))
-            np.testing.assert_allclose(a(params, walkers), b(params, walkers), rtol=2e-3,
-                                       atol=2e-3)  # fmt: skip
+            x, y = np.asarray(a(params, walkers)), np.asarray(b(params, walkers))
+            agree = np.median(np.abs(x - y) / np.abs(y))  # float32; walkers near nodes differ
+            assert agree < 1e-4, f"the two ways disagree: median relative difference {agree:.2g}"
             ta = _median(lambda a=a, p=params, w=walkers: a(p, w), args.repeats)
             tb = _median(lambda b=b, p=params, w=walkers: b(p, w), args.repeats)
             print(f"| {k} | {1e3 * ta:.1f} | {1e3 * tb:.1f} | {tb / ta:.2f}x |")

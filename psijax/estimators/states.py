@@ -87,6 +87,7 @@ class StatesObserved:
         if self.dipole:
             names += [(f"transition_dipole2_0_{i}", "e^2 bohr^2") for i in range(1, k)]
             names += [(f"oscillator_strength_0_{i}", "") for i in range(1, k)]
+            names.append(("oscillator_strength_sum", ""))
         return {
             n: {"mean": float(v), "error": float(e), "unit": unit}
             for (n, unit), v, e in zip(names, value, error, strict=True)

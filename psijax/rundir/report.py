@@ -115,9 +115,10 @@ def format_summary(summary: dict) -> str:
         )
     for name, d in summary.get("derived", {}).items():
         if isinstance(d, dict):
-            lines.append(
-                f"{name:<24}{d['mean']:.4f} ± {d['error']:.4f} {d.get('unit', '')}".rstrip()
-            )
+            value = f"{d['mean']:.4f} ± {d['error']:.4f}"
+            if name.startswith(("state_", "excitation_")):  # energies: to their error bar
+                value = str(Estimate(d["mean"], d["error"], 0, 0, 0, 0.0))
+            lines.append(f"{name:<24}{value} {d.get('unit', '')}".rstrip())
     training = summary.get("training", {})
     est = summary.get("estimates", {}).get("energy")
     if training.get("energy") is not None and est:

@@ -25,11 +25,17 @@ def energies(matrix: np.ndarray) -> np.ndarray:
 
 def eigenbasis(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(energies, V, V^-1)`` of the mean energy matrix E = V diag(energies) V^-1, lowest
-    energy first (real parts; a noisy matrix may give a small imaginary part)."""
+    energy first. A noisy matrix may have complex pairs of eigenvalues: the energies are
+    the real parts, V and V^-1 stay complex (the real parts of a pair's eigenvectors are
+    the same vector); a defective V gives a V^-1 of nan."""
     values, vectors = np.linalg.eig(np.asarray(matrix, np.float64))
-    order = np.argsort(values.real)
-    vectors = vectors[:, order].real
-    return values.real[order], vectors, np.linalg.inv(vectors)
+    order = np.argsort(values.real, kind="stable")
+    vectors = vectors[:, order]
+    try:
+        inverse = np.linalg.inv(vectors)
+    except np.linalg.LinAlgError:
+        inverse = np.full_like(vectors, np.nan)
+    return values.real[order], vectors, inverse
 
 
 def _blocks(series: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], blocking.Estimate]:
@@ -64,7 +70,7 @@ def bootstrap(
         return value, np.full(value.shape, np.nan), trace
     picks = np.random.default_rng(seed).integers(0, n, size=(BOOTSTRAP, n))
     resampled = np.stack([fn({k: v[p].mean(axis=0) for k, v in blocks.items()}) for p in picks])
-    return value, resampled.std(axis=0, ddof=1), trace
+    return value, np.nanstd(resampled, axis=0, ddof=1), trace
 
 
 def estimate(matrices: np.ndarray, *, seed: int = 0) -> list[blocking.Estimate]:
@@ -83,14 +89,16 @@ def spectrum(means: dict[str, np.ndarray], dipoles: tuple[str, ...] = ()) -> np.
     """From mean matrices: the K energies, the K - 1 excitation energies from state 0 and,
     with ``dipoles`` (the names of the x, y, z dipole matrices), for each excited state k
     |d_0k|^2 = sum_a T^a_0k T^a_k0 (T^a = V^-1 D^a V in the energies' eigenbasis) and the
-    oscillator strength f_0k = 2/3 (E_k - E_0) |d_0k|^2 (atomic units)."""
+    oscillator strength f_0k = 2/3 (E_k - E_0) |d_0k|^2 (atomic units), then the sum of
+    the f_0k (well defined where degenerate states make each one ill-defined)."""
     values, v, v_inv = eigenbasis(means["energy"])
     gaps = values[1:] - values[0]
     out = [values, gaps]
     if dipoles:
         t = [v_inv @ means[name] @ v for name in dipoles]
-        d2 = sum(ta[0, 1:] * ta[1:, 0] for ta in t)
-        out += [d2, 2.0 / 3.0 * gaps * d2]
+        d2 = np.real(sum(ta[0, 1:] * ta[1:, 0] for ta in t))
+        strengths = 2.0 / 3.0 * gaps * d2
+        out += [d2, strengths, [np.sum(strengths)]]
     return np.concatenate(out)
 
 

@@ -85,7 +85,8 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         + (" (valence)" if molecule.ecp else ""),
         *_ecp_lines(molecule),
         *state_lines,
-        f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}",
+        f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
+        + (" (ground state)" if exact is not None and config.states > 1 else ""),
         f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
