@@ -226,8 +226,10 @@ def test_states_train_resume_evaluate_and_report(tmp_path):
     assert "energy_matrix_0_0" not in ev.summary["estimates"]
     wf = psijax.load(out)
     assert wf.energy_matrix(wf.walkers[:3]).shape == (3, 2, 2)
+    before = (out / "eval" / "summary.json").read_bytes()
     with pytest.raises(InputError, match="several states"):
         psijax.evaluate(out, steps=2, observables="spin", force=True, progress=False)
+    assert (out / "eval" / "summary.json").read_bytes() == before  # refused: nothing lost
     from psijax.rundir.report import report
 
     assert "state 1" in report(out)

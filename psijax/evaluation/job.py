@@ -154,16 +154,6 @@ def evaluate(
             reader.close()
         start = int(np.asarray(parallel.to_host(state.step)))
 
-    # ---- every input is checked; from here on files are written (process 0 only)
-    lead = jax.process_index() == 0
-    if lead and out.is_dir() and not resume:
-        shutil.rmtree(out)
-    chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
-    if state is None:
-        saved_walkers = np.asarray(parallel.to_host(wf.walkers))
-        state = eval_step.initial_state(
-            log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
-        )
     energy = hamiltonian.for_config(wf.molecule, wf.config)
     if isinstance(wf.network, States):  # matrices per walker; the states at the end
         observed = (
@@ -177,6 +167,16 @@ def evaluate(
         observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
         local_values = observables_lib.local_values(energy, wf.network, observed)
         columns = observables_lib.columns(energy, observed)
+    # ---- every input is checked; from here on files are written (process 0 only)
+    lead = jax.process_index() == 0
+    if lead and out.is_dir() and not resume:
+        shutil.rmtree(out)
+    chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
+    if state is None:
+        saved_walkers = np.asarray(parallel.to_host(wf.walkers))
+        state = eval_step.initial_state(
+            log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
+        )
     show = EvalProgress(settings.steps, enabled=progress and lead)
     if settings.burn_in and not resume:
         show.phase("re-equilibrating the walkers", settings.burn_in)
