@@ -25,15 +25,27 @@ def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, titl
     if exact is not None:
         ax.axhline(exact, color="k", ls="--", lw=1, label=f"exact {exact:.6f} Ha")
         ax.axhspan(exact - 1.6e-3, exact + 1.6e-3, color="g", alpha=0.15, label="±1.6 mHa")
-    tail = energies[len(energies) // 10 :]
-    lo, hi = np.nanpercentile(tail, [1, 99]) if tail.size else (0, 1)
+    lo, hi = _range(energies)
     if exact is not None:
         lo, hi = min(lo, exact - 0.005), max(hi, exact + 0.005)
+    _save(fig, ax, path, f"{title}: E = {est} Ha", lo, hi)
+
+
+def _range(values: np.ndarray) -> tuple[float, float]:
+    """The 1st to 99th percentile of the values past the first tenth of the steps."""
+    tail = values[len(values) // 10 :]
+    return tuple(np.nanpercentile(tail, [1, 99])) if tail.size else (0.0, 1.0)
+
+
+def _save(fig, ax, path: Path, title: str, lo: float, hi: float) -> None:
+    """Energy axes from ``lo`` to ``hi`` (padded), labels, legend; write and close."""
+    import matplotlib.pyplot as plt
+
     pad = 0.1 * (hi - lo) + 1e-4
     ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlabel("step")
     ax.set_ylabel("energy (Ha)")
-    ax.set_title(f"{title}: E = {est} Ha")
+    ax.set_title(title)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -56,17 +68,7 @@ def plot_states(path: Path, per_step: np.ndarray, estimates, title: str) -> None
         ax.plot(steps, e, lw=0.4, alpha=0.3, color=f"C{i}")
         smooth = running_mean(np.nan_to_num(e, nan=np.nanmedian(e)), window)
         ax.plot(steps, smooth, lw=1.5, color=f"C{i}", label=f"state {i}: {estimates[i]} Ha")
-    tail = per_step[len(per_step) // 10 :]
-    lo, hi = np.nanpercentile(tail, [1, 99]) if tail.size else (0, 1)
-    pad = 0.1 * (hi - lo) + 1e-4
-    ax.set_ylim(lo - pad, hi + pad)
-    ax.set_xlabel("step")
-    ax.set_ylabel("energy (Ha)")
-    ax.set_title(f"{title}: {per_step.shape[1]} states")
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path, f"{title}: {per_step.shape[1]} states", *_range(per_step))
 
 
 def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
