@@ -23,6 +23,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from ecp_cost import _median_seconds  # benchmarks/: the same median of timed calls
 
 import psijax
 from psijax import hamiltonian, laplacian, parallel, registry, sampling, system
@@ -31,16 +32,6 @@ from psijax.parallel.batching import map_walkers
 from psijax.training.job import step_config
 from psijax.training.state import abstract_train_state, train_state
 from psijax.training.step import make_step
-
-
-def _median(fn, repeats: int) -> float:
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _walkers(molecule, k: int, n: int):
@@ -100,8 +91,8 @@ def local_energies(args, molecule) -> None:
             x, y = np.asarray(a(params, walkers)), np.asarray(b(params, walkers))
             agree = np.median(np.abs(x - y) / np.abs(y))  # float32; walkers near nodes differ
             assert agree < 1e-4, f"the two ways disagree: median relative difference {agree:.2g}"
-            ta = _median(lambda a=a, p=params, w=walkers: a(p, w), args.repeats)
-            tb = _median(lambda b=b, p=params, w=walkers: b(p, w), args.repeats)
+            ta = _median_seconds(lambda a=a, p=params, w=walkers: a(p, w), args.repeats)
+            tb = _median_seconds(lambda b=b, p=params, w=walkers: b(p, w), args.repeats)
             print(f"| {k} | {1e3 * ta:.1f} | {1e3 * tb:.1f} | {tb / ta:.2f}x |")
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from psijax.ansatz.states import scaled_matrix
 from psijax.errors import InputError
 from psijax.estimators.dipole import Dipole
 from psijax.hamiltonian.states import StatesEnergy
@@ -54,18 +53,16 @@ class StatesObserved:
         return tuple(names)
 
     def local(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
-        mats = self.energy.matrices(params, r, key)
-        out = {c: jnp.trace(m) for c, m in mats.items()}
-        out |= dict(zip(matrix_names("energy", self.k), mats["energy"].reshape(-1), strict=True))
-        if self.dipole:
-            scaled, _ = scaled_matrix(self.energy.net.matrix(params, r))
-            dipole = Dipole(self.molecule)
-            for name in self.dipole_names:
-                per_copy = jnp.stack([
-                    dipole.local(_At(x), {})[name] for x in self.energy.net.copies(r)
-                ])  # fmt: skip
-                m = jnp.linalg.solve(scaled.T, (scaled * per_copy[None, :]).T).T
-                out |= dict(zip(matrix_names(name, self.k), m.reshape(-1), strict=True))
+        dipole = Dipole(self.molecule)
+        copies = self.energy.net.copies(r)
+        per_copy = {
+            name: jnp.stack([dipole.local(_At(x), {})[name] for x in copies])
+            for name in self.dipole_names
+        }
+        mats = self.energy.matrices(params, r, key, per_copy)
+        out = {c: jnp.trace(mats[c]) for c in self.energy.columns}
+        for name in ("energy", *self.dipole_names):
+            out |= dict(zip(matrix_names(name, self.k), mats[name].reshape(-1), strict=True))
         return out
 
     def derived(self, table: dict, rows: list[dict]) -> dict[str, Any]:

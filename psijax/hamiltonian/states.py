@@ -59,22 +59,26 @@ class StatesEnergy:
         over_states = jax.vmap(over_copies, in_axes=(0, None, 0 if keys is not None else None))
         return over_states(params, x, keys)
 
-    def matrices(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
-        """``{column: [K, K] matrix}`` for the energy and each of its components: the
-        matrix of column c is (Psi o c) Psi^-1, so the energy's is the sum of the others."""
+    def matrices(
+        self, params: Params, r: Array, key: Array | None = None,
+        per_copy: dict[str, Array] | None = None,
+    ) -> dict[str, Array]:  # fmt: skip
+        """``{column: [K, K] matrix}`` for the energy and each of its components, the matrix
+        of column c being (Psi o c) Psi^-1 (the energy's is the sum of the others), and for
+        each multiplicative observable of ``per_copy`` (``{name: [K]}``, its value at each
+        copy) Psi diag(o) Psi^-1; one evaluation of Psi and one factorisation for all."""
         scaled, _ = scaled_matrix(self.net.matrix(params, r))
         parts = self.pairs(params, r, key)
-        # E = A M^-1  <=>  M^T E^T = A^T: one factorisation of M for every column.
-        stacked = jnp.stack([scaled * parts[c] for c in self.columns])  # [C, K, K]
+        numerators = {c: scaled * parts[c] for c in self.columns}
+        numerators |= {name: scaled * o[None, :] for name, o in (per_copy or {}).items()}
+        # E = A M^-1  <=>  M^T E^T = A^T
+        stacked = jnp.stack(list(numerators.values()))  # [C, K, K]
         solved = jnp.linalg.solve(scaled.T[None], jnp.swapaxes(stacked, -1, -2))
-        result = jnp.swapaxes(solved, -1, -2)
-        return {c: result[n] for n, c in enumerate(self.columns)}
+        return dict(zip(numerators, jnp.swapaxes(solved, -1, -2), strict=True))
 
     def matrix(self, params: Params, r: Array, key: Array | None = None) -> Array:
         """The ``[K, K]`` local energy matrix of one walker (Hartree)."""
-        scaled, _ = scaled_matrix(self.net.matrix(params, r))
-        e = self.pairs(params, r, key)["energy"]
-        return jnp.linalg.solve(scaled.T, (scaled * e).T).T
+        return self.matrices(params, r, key)["energy"]
 
     def with_aux(
         self, params: Params, r: Array, key: Array | None = None

@@ -219,7 +219,5 @@ def _state_lines(run: Path, rows, config) -> list[str]:
     k = config.states
     matrices = analysis.matrices_of(rows, k)
     per_state = analysis.tail(matrices, config.eval_fraction)
-    per_step = np.asarray([analysis.energies(m) if np.all(np.isfinite(m)) else np.full(k, np.nan)
-                           for m in matrices])  # fmt: skip
-    plot_states(run / "energy.png", per_step, per_state, config.system)
+    plot_states(run / "energy.png", analysis.per_step_energies(matrices), per_state, config.system)
     return [f"{_line(f'state {i}', '')}{e} Ha" for i, e in enumerate(per_state)]

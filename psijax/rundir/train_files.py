@@ -83,6 +83,7 @@ class RunWriter:
         self.out, self.molecule, self.enabled = out, molecule, enabled
         self.k = config.states
         self.columns = columns_for(self.k)
+        self._matrix_names = [c.name for c in training.energy_matrix(self.k).columns]
         self.energies: list[float] = []  # kept rows' energies (resumed runs)
         self.matrix_rows: list[list[float]] = []  # several states: each row's energy matrix
         self.seconds_before = 0.0  # wall time of the kept rows
@@ -119,10 +120,6 @@ class RunWriter:
             return
         values = {"step": step, "seconds": round(self.seconds_before + seconds, 3), **metrics}
         self._csv.writerow([values.get(c, "") for c in self.columns])
-
-    @property
-    def _matrix_names(self) -> list[str]:
-        return [c.name for c in training.energy_matrix(self.k).columns]
 
     @property
     def matrices(self) -> np.ndarray:
@@ -190,10 +187,7 @@ class RunWriter:
         else:
             from psijax.statistics import states as analysis
 
-            per_step = np.asarray(
-                [analysis.energies(m) if np.all(np.isfinite(m)) else np.full(self.k, np.nan)
-                 for m in self.matrices]
-            )  # fmt: skip
+            per_step = analysis.per_step_energies(self.matrices)
             plot_states(self.out / "energy.png", per_step, states, config.system)
 
 

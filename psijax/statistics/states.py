@@ -120,9 +120,15 @@ def matrices_of(rows: list[dict[str, float]], k: int) -> np.ndarray:
     return np.asarray([[r[n] for n in names] for r in rows], np.float64).reshape(-1, k, k)
 
 
+def per_step_energies(matrices: np.ndarray) -> np.ndarray:
+    """``[T, K]``: each step's energies (``energies``), nan for a non-finite matrix."""
+    k = matrices.shape[-1]
+    return np.asarray(
+        [energies(m) if np.all(np.isfinite(m)) else np.full(k, np.nan) for m in matrices]
+    ).reshape(-1, k)
+
+
 def step_energies(metrics: dict[str, float], k: int) -> dict[str, float]:
     """``{"energy_state_i": E_i}`` of one step from its energy-matrix columns."""
-    m = np.asarray([metrics[n] for n in matrix_names("energy", k)], np.float64).reshape(k, k)
-    if not np.all(np.isfinite(m)):
-        return {f"energy_state_{i}": float("nan") for i in range(k)}
-    return {f"energy_state_{i}": float(e) for i, e in enumerate(energies(m))}
+    m = np.asarray([metrics[n] for n in matrix_names("energy", k)], np.float64).reshape(1, k, k)
+    return {f"energy_state_{i}": float(e) for i, e in enumerate(per_step_energies(m)[0])}
