@@ -1,5 +1,6 @@
-"""The blocked jacobian (psijax/optim/jacobian.py): the same products as the whole one, the same
-SPRING update, and a compiled training step that never holds [walkers, params]."""
+"""The jacobian's forms (psijax/optim/jacobian.py): per-leaf blocks and parameter blocks give
+the same products and SPRING update as the whole one, and compiled training steps that never
+hold [walkers, params]."""
 
 from __future__ import annotations
 
@@ -51,6 +52,31 @@ def test_blocked_products_equal_those_of_the_whole_jacobian(chunk_size):
         np.testing.assert_allclose(dense.centered_gram(jnp.float64), c @ c.T, rtol=1e-12)
 
 
+def _leaves(params, walkers, keep):
+    safe = jnp.where(keep[:, None, None] > 0, walkers, walkers[0])
+    rows = jax.vmap(jax.grad(NET.log_abs), in_axes=(None, 0))(params, safe)
+    rows = jax.tree.map(lambda g: g.at[5].set(jnp.nan), rows)  # the lost walker's row
+    return jacobian.Leaves.of(rows, keep)
+
+
+def test_leaf_blocks_give_the_products_of_the_whole_jacobian():
+    with jax.enable_x64(True):
+        params, walkers, keep = _problem()
+        rows = _dense(params, walkers, keep)
+        c = rows - rows.mean(axis=0)
+        leaves = _leaves(params, walkers, keep)
+        assert len(leaves.blocks) > 3
+        rng = np.random.default_rng(0)
+        v, x = rng.normal(size=rows.shape[1]), rng.normal(size=rows.shape[0])
+        np.testing.assert_allclose(leaves.centered_matvec(v), c @ v, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(leaves.centered_rmatvec(x), x @ c, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(leaves.centered_gram(jnp.float64), c @ c.T, rtol=1e-10)
+        np.testing.assert_array_equal(leaves.dense(), rows)
+        tree = leaves.rmatvec_like(params, x)
+        assert jax.tree.structure(tree) == jax.tree.structure(params)
+        np.testing.assert_allclose(ravel_pytree(tree)[0], x @ rows, rtol=1e-10, atol=1e-12)
+
+
 def test_spring_takes_the_same_step_from_blocks():
     with jax.enable_x64(True):
         params, walkers, keep = _problem()
@@ -58,18 +84,25 @@ def test_spring_takes_the_same_step_from_blocks():
         centered = jnp.asarray(np.random.default_rng(1).normal(size=rows.shape[0])) * keep
         centered = (centered - centered.sum() / keep.sum()) * keep
         opt = optim.spring(learning_rate=0.1, momentum=0.9, max_norm=1e3)
-        state = {"dense": opt.init(params), "blocked": opt.init(params)}
+        forms = {
+            "dense": rows,
+            "blocked": jacobian.blocked(NET.log_abs, params, walkers, keep, n_blocks=4),
+            "leaves": _leaves(params, walkers, keep),
+        }
+        state = {name: opt.init(params) for name in forms}
         for _ in range(2):  # the second step exercises the momentum term
-            blocked = jacobian.blocked(NET.log_abs, params, walkers, keep, n_blocks=4)
-            up_d, state["dense"] = opt.update(
-                params, state["dense"], params, jacobian=rows, centered_energies=centered
-            )
-            up_b, state["blocked"] = opt.update(
-                params, state["blocked"], params, jacobian=blocked, centered_energies=centered
-            )
-            np.testing.assert_allclose(
-                ravel_pytree(up_b)[0], ravel_pytree(up_d)[0], rtol=1e-9, atol=1e-12
-            )
+            updates = {}
+            for name, jac in forms.items():
+                updates[name], state[name] = opt.update(
+                    params, state[name], params, jacobian=jac, centered_energies=centered
+                )
+            for name in ("blocked", "leaves"):
+                np.testing.assert_allclose(
+                    ravel_pytree(updates[name])[0],
+                    ravel_pytree(updates["dense"])[0],
+                    rtol=1e-9,
+                    atol=1e-12,
+                )
 
 
 def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian():
@@ -80,10 +113,9 @@ def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian()
             1, optim.spring(), n_walkers=n_walkers,
             config=StepConfig(chunk_size=8, jacobian_blocks=blocks),
         )  # fmt: skip
-        if blocks > 1:
-            n_params = ravel_pytree(state.params)[0].size
-            hlo = step.lower(state).compile().as_text()
-            assert f"[{n_walkers},{n_params}]" not in hlo, "the whole jacobian is formed"
+        n_params = ravel_pytree(state.params)[0].size
+        hlo = step.lower(state).compile().as_text()  # per-leaf blocks or parameter blocks
+        assert f"[{n_walkers},{n_params}]" not in hlo, "the whole jacobian is formed"
         state, metrics = run_steps(step, state, 3)
         runs[blocks] = ([m["energy"] for m in metrics], ravel_pytree(state.params)[0])
     np.testing.assert_allclose(runs[4][0], runs[1][0], rtol=1e-5)

@@ -6,8 +6,12 @@ and the Gram matrix C J J^T C (walkers x walkers). The centered forms are comput
 centered columns of J, not by centering a product, so that a large mean derivative is not
 lost to float32 round-off (tests/test_spring.py puts a mean of 3 on unit noise).
 
-``Dense`` holds J whole, ``[walkers, P]`` (flattened like ``ravel_pytree(params)``), the
-fastest form when it fits. ``Blocked`` never forms it: C J v is one forward-mode pass over
+``Leaves`` holds J as the backward pass gives it, one block ``[walkers, P_l]`` per parameter
+leaf (in ``ravel_pytree`` order), the fastest form when it fits: the products are sums over
+the leaves, and the whole ``[walkers, P]`` array is never assembled (docs/benchmarks.md,
+"SPRING's jacobian without the copy"). ``Dense`` holds J whole, ``[walkers, P]`` (flattened
+like ``ravel_pytree(params)``), the form of a column block on a walker-sharded mesh.
+``Blocked`` never forms it: C J v is one forward-mode pass over
 the walkers, x^T C J one backward pass, and the Gram matrix the sum over ``n_blocks``
 equal ranges of the flattened parameters of (C J_b)(C J_b)^T, each J_b (``[walkers, P_b]``)
 formed and dropped in turn (a loop). Its peak memory is about one block, ``walkers x P /
@@ -26,6 +30,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from psijax.parallel.batching import map_walkers
@@ -50,6 +55,47 @@ class Dense(NamedTuple):
     def centered_gram(self, dtype) -> Array:
         rows = _center(self.rows).astype(dtype)  # XLA fuses the centering into the product
         return rows @ rows.T
+
+
+class Leaves(NamedTuple):
+    """J as one block ``[walkers, P_l]`` per parameter leaf, in ``ravel_pytree`` order."""
+
+    blocks: tuple[Array, ...]
+
+    @classmethod
+    def of(cls, grads, keep: Array) -> Leaves:
+        """From per-walker gradients (a pytree of ``[walkers, ...]`` leaves); rows of
+        walkers where ``keep`` is 0 set to 0 (a non-finite row must not reach a sum)."""
+        rows = lambda g: jnp.where(keep[:, None] > 0, g.reshape(g.shape[0], -1), 0.0)
+        return cls(tuple(rows(g) for g in jax.tree.leaves(grads)))
+
+    @property
+    def dtype(self):
+        return self.blocks[0].dtype
+
+    def dense(self) -> Array:
+        """J whole, ``[walkers, P]`` (a copy)."""
+        return jnp.concatenate(self.blocks, axis=1)
+
+    def _parts(self, v: Array) -> list[Array]:
+        ends = np.cumsum([b.shape[1] for b in self.blocks])
+        return [v[end - b.shape[1] : end] for b, end in zip(self.blocks, ends, strict=True)]
+
+    def centered_matvec(self, v: Array) -> Array:
+        parts = zip(self.blocks, self._parts(v), strict=True)
+        return sum(_center(b) @ part for b, part in parts)
+
+    def centered_rmatvec(self, x: Array) -> Array:
+        return jnp.concatenate([x @ _center(b) for b in self.blocks])
+
+    def rmatvec_like(self, params: Params, x: Array) -> Params:
+        """x^T J as a pytree like ``params``."""
+        leaves = jax.tree.leaves(params)
+        parts = [(x @ b).reshape(p.shape) for b, p in zip(self.blocks, leaves, strict=True)]
+        return jax.tree.unflatten(jax.tree.structure(params), parts)
+
+    def centered_gram(self, dtype) -> Array:
+        return sum(_gram(_center(b).astype(dtype)) for b in self.blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +194,11 @@ def blocked(
     weights = keep.astype(_dtype(params))
     n_blocks = max(1, min(n_blocks, ravel_pytree(params)[0].size))
     return Blocked(log_abs, params, walkers, weights, n_blocks, chunk_size)
+
+
+def _gram(rows: Array) -> Array:
+    """``rows @ rows.T``."""
+    return rows @ rows.T
 
 
 def _center(a: Array) -> Array:

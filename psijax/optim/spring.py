@@ -30,7 +30,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from psijax import registry
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, Optimizer
-from psijax.optim.jacobian import Blocked, Dense
+from psijax.optim.jacobian import Blocked, Dense, Leaves
 from psijax.optim.schedules import inverse_decay
 from psijax.types import Array
 
@@ -52,7 +52,8 @@ def spring(
 
     ``update(grads, state, params, *, jacobian, centered_energies)`` where
     ``jacobian`` is ``[walkers, n_params]`` (d log|psi| / d params per walker,
-    flattened like ``ravel_pytree(params)``) or a ``psijax.optim.jacobian.Blocked``, and
+    flattened like ``ravel_pytree(params)``), a ``psijax.optim.jacobian.Leaves`` (the same, one
+    block per parameter leaf) or a ``psijax.optim.jacobian.Blocked``, and
     ``centered_energies`` is ``[walkers]`` (clipped E_L minus its mean, 0 for dropped
     walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
     the walkers are split along) the system is assembled from parameter blocks, see the
@@ -71,13 +72,14 @@ def spring(
     ):
         del params, extra
         _, unravel = ravel_pytree(grads)
-        blocked = isinstance(jacobian, Blocked)
-        split = not blocked and mesh is not None and axis is not None and mesh.shape[axis] > 1
-        if split:
+        products = isinstance(jacobian, Blocked | Leaves)
+        split = not isinstance(jacobian, Blocked) and mesh is not None and axis is not None
+        if split and mesh.shape[axis] > 1:
             direction = functools.partial(_direction_split, mesh, axis)
+            jacobian = jacobian.dense() if isinstance(jacobian, Leaves) else jacobian
         else:
             direction = _direction
-            jacobian = jacobian if blocked else Dense(jacobian)
+            jacobian = jacobian if products else Dense(jacobian)
         phi = direction(
             jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
         )

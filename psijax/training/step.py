@@ -58,9 +58,6 @@ def make_step(
     chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
     loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
 
-    def flat_grad(params: Params, r: Array) -> Array:
-        return ravel_pytree(jax.grad(log_abs)(params, r))[0]
-
     def per_walker(
         params: Params, walkers: Array, energy_key
     ) -> tuple[Array, EnergyStats, Params, dict]:
@@ -80,11 +77,11 @@ def make_step(
                     log_abs, params, walkers, stats.finite, config.jacobian_blocks, chunk
                 )
                 flat = (2.0 / n_finite) * jac.rmatvec(stats.centered)
-            else:
-                jac = map_walkers(flat_grad, params, walkers, chunk_size=config.chunk_size)
-                jac = jnp.where(stats.finite[:, None] > 0, jac, 0.0)
-                flat = (2.0 / n_finite) * (stats.centered @ jac)
-        grads = ravel_pytree(params)[1](flat)
+                grads = ravel_pytree(params)[1](flat)
+            else:  # one block per parameter leaf, never concatenated (psijax/optim/jacobian.py)
+                rows = map_walkers(jax.grad(log_abs), params, walkers, chunk_size=config.chunk_size)
+                jac = jacobian_lib.Leaves.of(rows, stats.finite)
+                grads = jac.rmatvec_like(params, (2.0 / n_finite) * stats.centered)
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
 
