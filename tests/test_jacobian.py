@@ -120,13 +120,3 @@ def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian()
         runs[blocks] = ([m["energy"] for m in metrics], ravel_pytree(state.params)[0])
     np.testing.assert_allclose(runs[4][0], runs[1][0], rtol=1e-5)
     np.testing.assert_allclose(runs[4][1], runs[1][1], rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("shape", [(10, 300), (9, 300), (10, 5)])  # halves; odd; narrow
-def test_the_gram_matrix_from_its_lower_half_is_the_whole_product(shape):
-    with jax.enable_x64(True):
-        rows = jnp.asarray(np.random.default_rng(2).normal(size=shape))
-        c = rows - rows.mean(axis=0)
-        gram = jacobian.Dense(rows).centered_gram(jnp.float64)
-        np.testing.assert_allclose(gram, c @ c.T, rtol=1e-12, atol=1e-12)
-        np.testing.assert_array_equal(gram, gram.T)
