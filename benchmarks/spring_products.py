@@ -10,8 +10,9 @@ call by call so that load from other jobs hits every variant alike, median of
 - the jacobian with the Gram matrix: per-walker gradients flattened into one
   ``[walkers, params]`` array (``jacobian.Dense``: a concatenate of every leaf) against the
   gradients kept as one block per leaf (``jacobian.Leaves``, what psijax does);
-- the Gram matrix alone from a given ``[walkers, params]`` array: ``C @ C.T`` against the
-  symmetric form (``jacobian.Dense.centered_gram``: three products of half the walkers).
+- the Gram matrix alone from a given centered ``[walkers, params]`` array: ``C @ C.T`` (what
+  psijax does) against three products of half the walkers (a quarter fewer flops; slower
+  on one thread of XLA's CPU backend, docs/benchmarks.md).
 
 Also prints the largest relative difference of each variant's Gram matrix from the first.
 """
@@ -83,8 +84,10 @@ def main() -> None:
         return c @ c.T
 
     @jax.jit
-    def symmetric(c):
-        return jacobian.Dense(c).centered_gram(jnp.float32)
+    def symmetric(c):  # a quarter fewer flops: the upper right block is the lower left's .T
+        top, bottom = c[: c.shape[0] // 2], c[c.shape[0] // 2 :]
+        lower = bottom @ top.T
+        return jnp.block([[top @ top.T, lower.T], [lower, bottom @ bottom.T]])
 
     print(f"# SPRING's jacobian and Gram matrix: {args.system}, {time.strftime('%Y-%m-%dT%H:%M')}")
     print(
@@ -108,9 +111,9 @@ def main() -> None:
          jac["whole"], diff(whole(params, walkers))),
         ("jacobian + Gram", "one block per leaf (psijax)", jac["leaves"], jac["whole"],
          diff(leaves(params, walkers))),
-        ("Gram alone", "C @ C.T", gram["one"], gram["one"], diff(one_product(centered))),
-        ("Gram alone", "three half-walker products (psijax)", gram["sym"], gram["one"],
-         diff(symmetric(rows))),
+        ("Gram alone", "C @ C.T (psijax)", gram["one"], gram["one"], diff(one_product(centered))),
+        ("Gram alone", "three half-walker products", gram["sym"], gram["one"],
+         diff(symmetric(centered))),
     ]  # fmt: skip
     for what, variant, t, first, d in rows_out:
         print(f"| {what} | {variant} | {1e3 * t:.1f} | {first / t:.2f}x | {d:.1e} |")

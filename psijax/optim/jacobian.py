@@ -95,7 +95,8 @@ class Leaves(NamedTuple):
         return jax.tree.unflatten(jax.tree.structure(params), parts)
 
     def centered_gram(self, dtype) -> Array:
-        return sum(_gram(_center(b).astype(dtype)) for b in self.blocks)
+        rows = [_center(b).astype(dtype) for b in self.blocks]
+        return sum(r @ r.T for r in rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,11 +195,6 @@ def blocked(
     weights = keep.astype(_dtype(params))
     n_blocks = max(1, min(n_blocks, ravel_pytree(params)[0].size))
     return Blocked(log_abs, params, walkers, weights, n_blocks, chunk_size)
-
-
-def _gram(rows: Array) -> Array:
-    """``rows @ rows.T``."""
-    return rows @ rows.T
 
 
 def _center(a: Array) -> Array:
