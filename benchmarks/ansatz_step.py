@@ -3,7 +3,7 @@
     python benchmarks/ansatz_step.py [--system LiH] [--steps 40] [--rounds 3]
 
 For FermiNet and PsiFormer at their defaults (``psijax.config.Config``: 256 walkers,
-8 determinants, 10 MCMC moves per step, SPRING, float32) builds the state from the same
+16 determinants, 10 MCMC moves per step, SPRING, float32) builds the state from the same
 seed (no pretraining; 20 burn-in steps), compiles the step, then times ``--steps`` steps
 per round, alternating the ansaetze round by round so that a change in machine load hits
 both. Prints parameters, compile time, the median step over all rounds and the ratio to

@@ -2,7 +2,7 @@
 
     python benchmarks/checkpoint.py [--systems LiH Ne] [--steps 8]
 
-For each system builds the default FermiNet (3 x (64, 16), 8 determinants), SPRING and 256
+For each system builds the default FermiNet (3 x (64, 16), 16 determinants), SPRING and 256
 walkers (as `psijax train` does, without pretraining), then times, after warm-up:
   step          a training step alone (dispatch to result ready), median of --steps
   step + save   a step followed by `Checkpoints.save` (the part the loop waits for: the

@@ -4,7 +4,7 @@
                                   [--parts] [--laplacian default]
 
 Builds the job the way ``psijax.training.job.train`` does (defaults of ``psijax.config.Config``:
-256 walkers, FermiNet 3 x (64, 16), 8 determinants, 10 MCMC moves per step, SPRING,
+256 walkers, FermiNet 3 x (64, 16), 16 determinants, 10 MCMC moves per step, SPRING,
 Hartree-Fock pretraining, 50 burn-in steps, float32) and prints one table:
 
 - launch breakdown: imports, Hartree-Fock, pretraining (compile included), burn-in

@@ -55,7 +55,7 @@ class Config:
     attention_head_dim: int = 16  # and the width of each head
     layer_norm: bool = False  # PsiFormer: LayerNorm before attention and MLP
     jastrow: bool = True  # PsiFormer: electron-electron cusp Jastrow factor
-    determinants: int = 8
+    determinants: int = 16
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
     sampler: str = "metropolis"

@@ -9,8 +9,9 @@ Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "
 against FermiNet and jaqmc").
 
 Settings (psijax's defaults where FermiNet lets us set them): Li (0,0,0), H (3.015,0,0) bohr,
-2 up + 2 down electrons, 256 walkers, FermiNet hidden_dims 3 x (64, 16), 8 determinants,
-full_det, float32, 10 MCMC moves per step, 200 Hartree-Fock pretraining steps (UHF/sto-6g),
+2 up + 2 down electrons, 256 walkers, FermiNet hidden_dims 3 x (64, 16),
+16 determinants (--determinants), full_det, float32, 10 MCMC moves per step, 200
+Hartree-Fock pretraining steps (UHF/sto-6g),
 50 burn-in steps, KFAC (FermiNet's default optimizer and hyperparameters), FermiNet's default
 Laplacian (--laplacian folx for its forward-Laplacian option).
 
@@ -56,6 +57,9 @@ parser.add_argument("--pretrain-iterations", type=int, default=200)
 parser.add_argument("--burn-in", type=int, default=50)
 parser.add_argument("--batch-size", type=int, default=256)
 parser.add_argument("--mcmc-steps", type=int, default=10)
+parser.add_argument(
+    "--determinants", type=int, default=16, help="psijax's default (8 before 2026-11-25)"
+)
 parser.add_argument("--basis", default="sto-6g", help="pretraining Hartree-Fock basis")
 parser.add_argument(
     "--scf-fraction",
@@ -147,7 +151,7 @@ def make_config():
     cfg.batch_size = args.batch_size
     cfg.network.network_type = "ferminet"
     cfg.network.ferminet.hidden_dims = ((64, 16), (64, 16), (64, 16))
-    cfg.network.determinants = 8
+    cfg.network.determinants = args.determinants
     cfg.network.full_det = True
     cfg.mcmc.steps = args.mcmc_steps
     cfg.mcmc.burn_in = args.burn_in

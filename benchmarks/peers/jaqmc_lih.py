@@ -9,7 +9,8 @@ against FermiNet and jaqmc").
 This is what `jaqmc molecule train ...` does (ConfigManager + configure_runtime +
 MoleculeTrainWorkflow(cfg)()), with these settings (psijax's defaults where JaQMC lets us set
 them): Li (0,0,0), H (3.015,0,0) bohr, 2 up + 2 down electrons (s_z=0), 256 walkers, FermiNet
-with 3 layers of (64 single, 16 double) features, 8 determinants, full_det, float32, 10 MCMC
+with 3 layers of (64 single, 16 double) features, 16 determinants (--determinants),
+full_det, float32, 10 MCMC
 moves per step, 200 Hartree-Fock pretraining steps (UHF/sto-6g), 50 burn-in steps after
 pretraining (none before it, as in FermiNet), KFAC (JaQMC's default optimizer and
 hyperparameters), JaQMC's default kinetic energy (its sparse forward Laplacian).
@@ -50,6 +51,9 @@ parser.add_argument(
 )
 parser.add_argument("--batch-size", type=int, default=256)
 parser.add_argument("--mcmc-steps", type=int, default=10)
+parser.add_argument(
+    "--determinants", type=int, default=16, help="psijax's default (8 before 2026-11-25)"
+)
 parser.add_argument("--basis", default="sto-6g", help="pretraining Hartree-Fock basis")
 parser.add_argument(
     "--kinetic-mode",
@@ -135,7 +139,7 @@ def make_config(out):
             ],
         },
         "wf": {
-            "ndets": 8,
+            "ndets": args.determinants,
             "hidden_dims_single": [64, 64, 64],
             "hidden_dims_double": [16, 16, 16],
             "full_det": True,
