@@ -12,8 +12,10 @@ from typing import NamedTuple
 
 import optax
 
-# Per-walker d log|psi| / d params, flattened like ``ravel_pytree(params)``: [walkers, P];
-# a ``psijax.optim.jacobian.Blocked`` (products only) when the run asks for jacobian blocks.
+# Per-walker d log|psi| / d params, in ``ravel_pytree(params)`` order: a
+# ``psijax.optim.jacobian.Leaves`` (one [walkers, P_leaf] block per parameter leaf;
+# ``.dense()`` is the [walkers, P] array), or a ``psijax.optim.jacobian.Blocked`` (products
+# only) when the run asks for jacobian blocks.
 JACOBIAN = "jacobian"
 # Clipped local energies minus their mean, 0 for dropped walkers: [walkers].
 CENTERED_ENERGIES = "centered_energies"
