@@ -12,6 +12,7 @@ from test_spring import reference
 from test_step import setup
 
 from psijax import optim, parallel
+from psijax.optim import jacobian as jacobian_lib
 from psijax.parallel.hlo import collectives
 
 
@@ -38,14 +39,17 @@ def test_split_update_matches_the_formula(n_devices):
             )
         )  # fmt: skip
         previous = np.zeros(p)
+        by_leaf = state  # the same jacobian as one block per parameter leaf (what the step gives)
         for _ in range(2):  # the second step exercises the momentum term
-            updates, state = update(
-                state, jax.device_put(jacobian, rows), jax.device_put(centered, rows)
-            )
+            j = jax.device_put(jacobian, rows)
+            updates, state = update(state, j, jax.device_put(centered, rows))
+            leaves = jacobian_lib.Leaves((j[:, :21], j[:, 21:]))
+            leaf_updates, by_leaf = update(by_leaf, leaves, jax.device_put(centered, rows))
             want, previous = reference(
                 jacobian, centered, previous, lr=0.1, damping=1e-3, momentum=0.9, max_norm=1e3
             )
-            np.testing.assert_allclose(ravel_pytree(updates)[0], want, rtol=1e-9, atol=1e-12)
+            for got in (updates, leaf_updates):
+                np.testing.assert_allclose(ravel_pytree(got)[0], want, rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(state.previous, previous, rtol=1e-9, atol=1e-12)
 
 
