@@ -28,6 +28,7 @@ import time
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from vmc_step import _cpu_name  # benchmarks/: the same machine line
 
 import psijax
 from psijax import registry, sampling, system
@@ -94,7 +95,7 @@ def main() -> None:
         f"- python {platform.python_version()}, jax {jax.__version__}, psijax {psijax.__version__}"
     )
     pool = os.environ.get("PJRT_NPROC")
-    print(f"- CPU: {_cpu()}; {os.cpu_count()} logical cores; XLA CPU pool PJRT_NPROC={pool}")
+    print(f"- CPU: {_cpu_name()}; {os.cpu_count()} logical cores; XLA CPU pool PJRT_NPROC={pool}")
     print(f"- FermiNet defaults, {args.walkers} walkers x {n_params} parameters, float32, "
           f"median of {args.repeats} interleaved calls")  # fmt: skip
     print(f"- load average at start: {os.getloadavg()[0]:.2f}\n")
@@ -118,14 +119,6 @@ def main() -> None:
     for what, variant, t, first, d in rows_out:
         print(f"| {what} | {variant} | {1e3 * t:.1f} | {first / t:.2f}x | {d:.1e} |")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        return platform.machine()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import tomllib
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from vmc_step import _cpu_name  # benchmarks/: the same machine line
 
 import psijax
 from psijax import config as config_lib
@@ -83,7 +84,7 @@ def main() -> None:
     print(
         f"- python {platform.python_version()}, jax {jax.__version__}, psijax {psijax.__version__}"
     )
-    print(f"- CPU: {platform.machine()}, {os.cpu_count()} logical cores, "
+    print(f"- CPU: {_cpu_name()}, {os.cpu_count()} logical cores, "
           f"XLA CPU pool PJRT_NPROC={os.environ.get('PJRT_NPROC')}")  # fmt: skip
     print(f"- {args.steps} steps each, alternating; load average {load:.2f} -> "
           f"{os.getloadavg()[0]:.2f}\n")  # fmt: skip

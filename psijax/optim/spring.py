@@ -72,14 +72,13 @@ def spring(
     ):
         del params, extra
         _, unravel = ravel_pytree(grads)
-        products = isinstance(jacobian, Blocked | Leaves)
-        split = not isinstance(jacobian, Blocked) and mesh is not None and axis is not None
-        if split and mesh.shape[axis] > 1:
+        local = isinstance(jacobian, Blocked) or mesh is None or axis is None
+        if local or mesh.shape[axis] == 1:
+            direction = _direction
+            jacobian = jacobian if isinstance(jacobian, Blocked | Leaves) else Dense(jacobian)
+        else:  # walkers split over devices: re-laid out by columns, from the whole array
             direction = functools.partial(_direction_split, mesh, axis)
             jacobian = jacobian.dense() if isinstance(jacobian, Leaves) else jacobian
-        else:
-            direction = _direction
-            jacobian = jacobian if products else Dense(jacobian)
         phi = direction(
             jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
         )

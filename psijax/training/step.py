@@ -76,8 +76,7 @@ def make_step(
                 jac = jacobian_lib.blocked(
                     log_abs, params, walkers, stats.finite, config.jacobian_blocks, chunk
                 )
-                flat = (2.0 / n_finite) * jac.rmatvec(stats.centered)
-                grads = ravel_pytree(params)[1](flat)
+                grads = ravel_pytree(params)[1]((2.0 / n_finite) * jac.rmatvec(stats.centered))
             else:  # one block per parameter leaf, never concatenated (psijax/optim/jacobian.py)
                 rows = map_walkers(jax.grad(log_abs), params, walkers, chunk_size=config.chunk_size)
                 jac = jacobian_lib.Leaves.of(rows, stats.finite)
