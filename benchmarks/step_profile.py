@@ -23,6 +23,7 @@ import re
 import statistics
 import tempfile
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -73,39 +74,26 @@ def self_times(events) -> list[tuple[str, int]]:
     return [(name, max(ns, 0)) for name, ns, _ in out]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--system", default="LiH")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--trace", default=None, help="keep the trace here (TensorBoard/xprof)")
-    args = parser.parse_args()
+class Trace(NamedTuple):
+    walls: list[float]  # wall seconds per traced step
+    busy: collections.Counter  # part -> ns over all threads
+    by_op: dict  # part -> Counter(operation -> ns)
+    threads: collections.Counter  # thread -> ns busy
+    waiting: collections.Counter  # thread -> ns blocked waiting for other threads
+    unmatched: collections.Counter  # operation without a part -> ns
+    path: str  # the trace file
 
-    config = config_lib.from_dict(dict(system=args.system))
-    molecule = system.resolve(config.system)
-    mesh = parallel.make_mesh(1)
-    net = registry.ansatz(molecule, config)
-    keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    params = net.init(keys[0], jnp.float32)
-    walkers = jax.device_put(
-        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
-    )
-    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    optimizer = registry.optimizer(config)
-    state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
-    step_config = StepConfig(config.clip_scale, config.chunk_size)
-    sampler = registry.sampler(config)
-    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
-    compiled = step.lower(state).compile()
+
+def trace_parts(compiled, state, steps: int, trace_dir: str | None = None):
+    """Run ``steps`` steps of ``compiled`` under jax.profiler and split XLA's work by part.
+
+    Returns the state after the steps and the ``Trace``.
+    """
     parts_of = scopes_of(compiled.as_text())
-    for _ in range(3):  # warm up
-        state, metrics = compiled(state)
-    jax.block_until_ready(metrics)
-
-    trace_dir = args.trace or tempfile.mkdtemp(prefix="psijax-profile-")
-    load = os.getloadavg()[0]
+    trace_dir = trace_dir or tempfile.mkdtemp(prefix="psijax-profile-")
     walls = []
     jax.profiler.start_trace(trace_dir)
-    for _ in range(args.steps):
+    for _ in range(steps):
         t = time.perf_counter()
         state, metrics = compiled(state)
         jax.block_until_ready(metrics)
@@ -134,7 +122,39 @@ def main() -> None:
             busy[part] += ns
             by_op[part][name] += ns
             threads[line.name] += ns
+    return state, Trace(walls, busy, by_op, threads, waiting, unmatched, path)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--system", default="LiH")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--trace", default=None, help="keep the trace here (TensorBoard/xprof)")
+    args = parser.parse_args()
+
+    config = config_lib.from_dict(dict(system=args.system))
+    molecule = system.resolve(config.system)
+    mesh = parallel.make_mesh(1)
+    net = registry.ansatz(molecule, config)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    params = net.init(keys[0], jnp.float32)
+    walkers = jax.device_put(
+        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
+    )
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    optimizer = registry.optimizer(config)
+    state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
+    step_config = StepConfig(config.clip_scale, config.chunk_size)
+    sampler = registry.sampler(config)
+    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
+    compiled = step.lower(state).compile()
+    for _ in range(3):  # warm up
+        state, metrics = compiled(state)
+    jax.block_until_ready(metrics)
+
+    load = os.getloadavg()[0]
+    state, trace = trace_parts(compiled, state, args.steps, args.trace)
+    walls, busy, by_op, threads, waiting, unmatched, path = trace
     n = args.steps
     wall = statistics.median(walls)
     total = sum(busy.values())

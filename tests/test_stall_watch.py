@@ -161,3 +161,64 @@ def test_a_stalled_training_step_ends_the_run_with_its_stacks_and_checkpoint(tmp
     finally:
         reader.close()
     assert np.isfinite([float(r.split(",")[1]) for r in rows[1:]]).all()
+
+
+def test_pretraining_and_burn_in_are_phases_of_their_own():
+    w = watch_lib.StepWatch("resume", 2.0, step=0)
+    w.arm("pretraining", step=25)
+    w._last -= 3.0
+    w.beat(50)
+    assert w._current() == "pretraining step 51" and w._done() == "after pretraining step 50"
+    w.arm("burn-in", counted=False)
+    assert not w._times  # pretraining's chunk times do not bound the burn-in
+    assert w._current() == "burn-in" and w._done() == "during burn-in"
+    w.disarm()
+    assert not w._armed
+    w.arm(step=0)  # the training loop
+    assert w._current() == "step 1" and w._done() == 0
+
+
+# A fresh run whose third pretraining chunk never reports back (the process sits idle).
+STALLED_PRETRAINING = """
+import threading
+import psijax
+from psijax.training import job, pretrain
+
+never = threading.Event()
+original = pretrain.pretrain
+
+
+def stalling(*args, callback=None, **kwargs):
+    def blocking(i, loss):
+        if i == 2 * pretrain.CHUNK:
+            never.wait()
+        if callback is not None:
+            callback(i, loss)
+
+    return original(*args, callback=blocking, **kwargs)
+
+
+job.pretrain.pretrain = stalling
+psijax.train(**{config}, out={out!r}, steps=5, stall_timeout=2.0, progress=False)
+print("not stopped")
+"""
+
+
+def test_a_stalled_pretraining_chunk_ends_the_run_with_one_line(tmp_path):
+    run = tmp_path / "run"
+    config = {**TINY, "pretrain_steps": 4 * 25}
+    code = STALLED_PRETRAINING.format(config=config, out=str(run))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == watch_lib.EXIT_CODE, result.stderr[-3000:]
+    assert "not stopped" not in result.stdout
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("psijax: error: pretraining step 51 stalled: not finished after "), line
+    assert line.endswith(
+        "no checkpoint was written yet (the resume starts from the beginning); continue with: "
+        f"psijax train --resume {run} "
+        "(if steps are really this slow, raise --stall-timeout)"
+    ), line
+    assert "10x the median chunk of 25 steps of " in line
+    assert "in blocking" in (run / watch_lib.STACKS).read_text()
+    assert not (run / checkpoint.SUBDIR).exists() or checkpoint.newest_complete(run) is None

@@ -9,7 +9,7 @@ Never a psijax dependency: it runs in the peer's own venv (docs/benchmarks.md, "
 against FermiNet and jaqmc").
 
 Settings (psijax's defaults where FermiNet lets us set them): Li (0,0,0), H (3.015,0,0) bohr,
-2 up + 2 down electrons, 256 walkers, FermiNet hidden_dims 3 x (64, 16),
+2 up + 2 down electrons, 256 walkers, FermiNet hidden_dims 3 x (64, 16) (--hidden-dims),
 16 determinants (--determinants), full_det, float32, 10 MCMC moves per step, 200
 Hartree-Fock pretraining steps (UHF/sto-6g),
 50 burn-in steps, KFAC (FermiNet's default optimizer and hyperparameters), FermiNet's default
@@ -39,19 +39,24 @@ from _clock import process_start_wall  # noqa: E402
 
 _T_PROCESS = process_start_wall(_T_SCRIPT)
 
-# psijax's presets: (symbol, x in bohr) per atom, (up, down) electrons
+# psijax's presets and the scale benchmark's molecules (benchmarks/molecule_scale.py):
+# (symbol, (x, y, z) in bohr) per atom, (up, down) electrons
 MOLECULES = {
-    "LiH": ((("Li", 0.0), ("H", 3.015)), (2, 2)),
-    "N2": ((("N", 0.0), ("N", 2.068)), (7, 7)),
+    "LiH": ((("Li", (0.0, 0.0, 0.0)), ("H", (3.015, 0.0, 0.0))), (2, 2)),
+    "N2": ((("N", (0.0, 0.0, 0.0)), ("N", (2.068, 0.0, 0.0))), (7, 7)),
 }
-
 parser = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
 )
 parser.add_argument("--iterations", type=int, default=400, help="training steps (default 400)")
 parser.add_argument(
-    "--system", default="LiH", choices=sorted(MOLECULES),
-    help="LiH (the default) or N2 at psijax's preset geometry",
+    "--system", default="LiH",
+    help="LiH (the default) or N2 at psijax's preset geometry, or a JSON file "
+    '{"atoms": [[symbol, [x, y, z]], ...], "electrons": [up, down]} in bohr',
+)  # fmt: skip
+parser.add_argument(
+    "--hidden-dims", default="64,16x3",
+    help="FermiNet hidden_dims as single,pair x depth (psijax's default 64,16x3)",
 )  # fmt: skip
 parser.add_argument("--pretrain-iterations", type=int, default=200)
 parser.add_argument("--burn-in", type=int, default=50)
@@ -143,14 +148,20 @@ class TimedWriter(writers.Writer):
 
 def make_config():
     cfg = base_config.default()
-    atoms, electrons = MOLECULES[args.system]
+    if args.system in MOLECULES:
+        atoms, electrons = MOLECULES[args.system]
+    else:
+        with open(args.system) as f:
+            spec = json.load(f)
+        atoms, electrons = spec["atoms"], tuple(spec["electrons"])
     cfg.system.molecule = [
-        system.Atom(symbol=symbol, coords=(x, 0.0, 0.0), units="bohr") for symbol, x in atoms
+        system.Atom(symbol=symbol, coords=tuple(xyz), units="bohr") for symbol, xyz in atoms
     ]
     cfg.system.electrons = electrons
     cfg.batch_size = args.batch_size
     cfg.network.network_type = "ferminet"
-    cfg.network.ferminet.hidden_dims = ((64, 16), (64, 16), (64, 16))
+    width, depth = args.hidden_dims.split("x")
+    cfg.network.ferminet.hidden_dims = (tuple(int(w) for w in width.split(",")),) * int(depth)
     cfg.network.determinants = args.determinants
     cfg.network.full_det = True
     cfg.mcmc.steps = args.mcmc_steps

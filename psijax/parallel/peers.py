@@ -85,14 +85,17 @@ def runtime_error_in(err: BaseException | None) -> BaseException | None:
 
 def lost_line(
     cause: str,
-    step: int,
+    done: int | str,
     newest: int | None,
     resume: str,
     me: int,
     processes: int,
     process: int | None = None,
 ) -> str:
-    """The one line that reports a lost process (``process`` if known) to process ``me``."""
+    """The one line that reports a lost process (``process`` if known) to process ``me``;
+    ``done`` is the last completed step, or what was under way in words ("after
+    pretraining step 25", "during burn-in")."""
+    when = f"after step {done}" if isinstance(done, int) else done
     if process is None and processes == 2:
         process = 1 - me
     who = (
@@ -101,7 +104,7 @@ def lost_line(
         else f"another process of the {processes}"
     )
     return (
-        f"psijax: error: lost {who} ({cause}) after step {step}; {saved_clause(newest)}; "
+        f"psijax: error: lost {who} ({cause}) {when}; {saved_clause(newest)}; "
         f"continue with: {resume}"
     )
 

@@ -77,7 +77,7 @@ class HostLoop:
 
     def run(self, state: PyTree, start: int) -> PyTree:
         if self.watch is not None:
-            self.watch.arm()
+            self.watch.arm(step=start)
         try:
             return self._run(state, start)
         except Interrupted:

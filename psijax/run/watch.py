@@ -1,8 +1,11 @@
 """The watch over a run's steps: a step that stalls, or a lost process, ends the run with
 one line, exit code 75, and nothing lost.
 
-A watchdog thread measures the time since the last completed step. The step is compiled
-before the loop starts, so the clock times execution only. The bound is ``FACTOR`` times
+A watchdog thread measures the time since the last completed step: a training or
+evaluation step, a chunk of pretraining steps, or the whole burn-in (``arm`` names the
+phase; each phase's times are its own). What compiles is compiled before the clock runs
+(the step before the loop, the burn-in before it is armed) or not timed (pretraining's
+first chunk), so the clock times execution only. The bound is ``FACTOR`` times
 the median of the recent step times, never below the floor (``stall_timeout``, or
 ``--peer-timeout`` with several processes); before the first step has completed nothing is
 measured and the bound is ``FIRST`` floors. Past the bound:
@@ -51,10 +54,12 @@ STACKS = "stall-stacks.txt"
 
 
 class StepWatch:
-    """Watches one host loop (training or evaluation); see the module docstring.
+    """Watches one host loop (training or evaluation, and the pretraining and burn-in
+    before training); see the module docstring.
 
-    Use as a context manager around the loop, ``arm()`` it when the steps start, ``beat``
-    after each completed step, ``check`` each runtime error. ``floor_s`` 0 turns the watch
+    Use as a context manager around the loop, ``arm()`` it when the steps start (or a
+    phase's), ``beat`` after each completed step, ``disarm()`` while nothing should be
+    timed, ``check`` each runtime error. ``floor_s`` 0 turns the watch
     off (``check`` still reports a lost process). ``resume`` is the command that continues
     the run; ``newest_checkpoint()`` gives the newest complete checkpoint step on disk (or
     None); ``before_exit`` runs just before the process ends (make the metrics rows
@@ -78,6 +83,7 @@ class StepWatch:
         self.resume, self.floor_s = resume, float(floor_s)
         self.process, self.processes = process, processes
         self.step = step  # steps completed so far
+        self.phase, self._counted, self._unit = "", True, "step"  # see arm()
         self._newest_checkpoint = newest_checkpoint
         self._before_exit = before_exit
         self.stacks_dir = stacks_dir
@@ -101,10 +107,24 @@ class StepWatch:
         if self._thread.is_alive():
             self._thread.join()
 
-    def arm(self) -> None:
-        """From now on, steps must complete within the bound."""
+    def arm(
+        self, phase: str = "", *, step: int | None = None, counted: bool = True, unit: str = "step"
+    ) -> None:
+        """From now on, steps must complete within the bound: the run's own steps, or
+        those of ``phase`` ("pretraining"; ``counted=False`` for a phase that completes
+        in one call, such as "burn-in"). The times of an earlier phase no longer count;
+        ``step`` is the count of steps already completed in this one; ``unit`` names
+        what one beat completes ("chunk of 25 steps")."""
+        self.phase, self._counted, self._unit = phase, counted, unit
+        if step is not None:
+            self.step = step
+        self._times.clear()
         self._last = time.monotonic()
         self._armed = True
+
+    def disarm(self) -> None:
+        """Until the next ``arm``, nothing is timed (compiling, work between phases)."""
+        self._armed = False
 
     def beat(self, step: int) -> None:
         """``step`` steps are complete."""
@@ -137,8 +157,9 @@ class StepWatch:
     def lost(self, cause: str, process: int | None = None) -> NoReturn:
         """Report the lost process (``process`` if known) in one line and end this one."""
         line = peers.lost_line(
-            cause, self.step, self._newest(), self.resume, self.process, self.processes, process
-        )
+            cause, self._done(), self._newest(), self.resume, self.process, self.processes,
+            process,
+        )  # fmt: skip
         self._end(line)
 
     def stalled(self, silent_s: float) -> NoReturn:
@@ -146,7 +167,7 @@ class StepWatch:
         stacks = self._write_stacks(silent_s)
         median = statistics.median(self._times) if self._times else None
         expected = (
-            f"{FACTOR:g}x the median step of {median:.3g} s, at least {self.floor_s:g} s"
+            f"{FACTOR:g}x the median {self._unit} of {median:.3g} s, at least {self.floor_s:g} s"
             if median is not None
             else f"{FIRST:g}x the {self.floor_s:g} s floor before any step had completed"
         )
@@ -154,10 +175,25 @@ class StepWatch:
         where = f"the threads' stacks are in {stacks}; " if stacks is not None else ""
         idle = ", the process idle" if self.cpu_does_the_work else ""
         self._end(
-            f"psijax: error: step {self.step + 1} stalled: not finished after {silent_s:.0f} s "
+            f"psijax: error: {self._current()} stalled: not finished after {silent_s:.0f} s "
             f"({expected}{idle}); {where}{saved}; continue with: {self.resume} "
             "(if steps are really this slow, raise --stall-timeout)"
         )
+
+    def _current(self) -> str:
+        """The step under way, in words: "step 8", "pretraining step 26", "burn-in"."""
+        if not self._counted:
+            return self.phase
+        return f"{self.phase} step {self.step + 1}".lstrip()
+
+    def _done(self) -> int | str:
+        """The last completed step of the run (a number), or what was under way in words:
+        "after pretraining step 25", "during burn-in"."""
+        if not self.phase:
+            return self.step
+        if not self._counted:
+            return f"during {self.phase}"
+        return f"after {self.phase} step {self.step}"
 
     def _newest(self) -> int | None:
         try:
@@ -210,7 +246,7 @@ class StepWatch:
         try:
             with open(path, "w") as f:
                 f.write(
-                    f"psijax: step {self.step + 1} had not finished after {silent_s:.0f} s "
+                    f"psijax: {self._current()} had not finished after {silent_s:.0f} s "
                     f"(process {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')})\n\n"
                     "== Python threads ==\n"
                 )

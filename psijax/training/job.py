@@ -31,6 +31,7 @@ from psijax.parallel.batching import map_walkers
 from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
 from psijax.run.progress import Progress
+from psijax.run.watch import StepWatch
 from psijax.rundir import checkpoint, train_files
 from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
@@ -179,7 +180,7 @@ def train(
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             compiling = pool.submit(_timed, lambda: step.lower(template).compile())
             if fresh:
-                state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show)
+                state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show, watch)
                 if not compiling.done():
                     show.note("waiting for the compiler")
             step, compiled_at = compiling.result()
@@ -279,6 +280,24 @@ def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh
     )
 
 
+def _pretraining_beat(watch: StepWatch | None):
+    """``pretrain``'s chunk heartbeat for ``watch``: the first chunk (which compiles)
+    arms it, every later one is a beat."""
+    if watch is None:
+        return None
+    first = True
+
+    def beat(done: int) -> None:
+        nonlocal first
+        if first or done <= watch.step:  # a new pretraining (the next state's) starts
+            watch.arm("pretraining", step=done, unit=f"chunk of {pretrain.CHUNK} steps")
+            first = False
+        else:
+            watch.beat(done)
+
+    return beat
+
+
 def step_config(config: config_lib.Config) -> StepConfig:
     return StepConfig(
         clip_scale=config.clip_scale,
@@ -287,8 +306,12 @@ def step_config(config: config_lib.Config) -> StepConfig:
     )
 
 
-def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress) -> TrainState:
-    """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in."""
+def fresh_state(
+    net, optimizer, sampler, molecule, config, mesh, show: Progress, watch: StepWatch | None = None
+) -> TrainState:
+    """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in, each
+    phase under ``watch`` (a stalled pretraining step or burn-in ends the run as a stalled
+    training step does)."""
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = net.init(keys[0], jnp.float32)
     params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
@@ -312,6 +335,7 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
         settings = dict(
             steps=config.pretrain_steps, max_steps=limit, sampler=pretrain.sampler_of(config),
             callback=lambda i, loss: show.pretrain(i, loss),
+            on_chunk=_pretraining_beat(watch),
         )  # fmt: skip
         if copies == 1:
             params, walkers, losses = pretrain.pretrain(
@@ -332,9 +356,18 @@ def fresh_state(net, optimizer, sampler, molecule, config, mesh, show: Progress)
     if config.burn_in_steps:
         show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        walkers, log_abs, width = burn_in(
+        if watch is not None:
+            watch.disarm()  # compiling is not a step
+        run_burn_in = burn_in.lower(
             keys[3], sampler, batch_log_abs, walkers, width, n_steps=config.burn_in_steps
-        )
+        ).compile()
+        if watch is not None:
+            watch.arm("burn-in", counted=False)
+        walkers, log_abs, width = run_burn_in(keys[3], walkers, width)
+        if watch is not None:
+            jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
+    if watch is not None:
+        watch.disarm()
     return train_state(
         net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )

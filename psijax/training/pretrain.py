@@ -135,6 +135,7 @@ def pretrain(
     learning_rate: float = 3e-3,
     sampler: Sampler | None = None,
     callback: Callable[[int, float], None] | None = None,
+    on_chunk: Callable[[int], None] | None = None,
     hf: HartreeFock | None = None,
     max_steps: int | None = None,
 ) -> tuple[Params, Walkers, np.ndarray]:
@@ -142,7 +143,8 @@ def pretrain(
     and on, up to `max_steps` (None: `steps`), while the loss still falls (``still_falling``).
 
     Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs for every step,
-    in order, after each chunk of `CHUNK` steps (one host sync per chunk).
+    in order, after each chunk of `CHUNK` steps (one host sync per chunk); `on_chunk(done)`
+    then, with the number of steps done (a heartbeat for ``psijax.run.watch``).
     `hf` is the UHF solution to fit (computed here when not given); `sampler` moves the
     walkers (``sampler_of``: the default config's, with pretraining's moves and width).
     Returns (params, walkers, losses [steps] as numpy).
@@ -187,6 +189,8 @@ def pretrain(
             for j, loss in enumerate(chunk):
                 callback(start + j, float(loss))
         start += count
+        if on_chunk is not None:
+            on_chunk(start)
     return params, walkers, np.concatenate(losses)
 
 
