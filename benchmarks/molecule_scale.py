@@ -14,8 +14,11 @@ operator and walker chunking) in its own process on one CPU device, compiles it 
 and ``memory_analysis()``: arguments + outputs + temporaries - aliased, XLA's static
 buffer plan), runs one step (the first call) and then ``--steps`` steps under jax.profiler
 (the median step and its split into MCMC, local energy, jacobian and optimiser, from
-benchmarks/step_profile.py), and reports the process's peak resident memory. A row whose
-compiled plan exceeds ``--max-mib`` is compiled but not run; a row past ``--timeout`` is
+benchmarks/step_profile.py), and reports the process's peak resident memory. The step is
+compiled as ``psijax train`` compiles it (``psijax.training.memory.compile_within``: a
+plan past 80% of the free memory is compiled again with smaller walker chunks and more
+jacobian blocks; the table names the settings). A row whose compiled plan exceeds
+``--max-mib`` is compiled but not run; a row past ``--timeout`` is
 killed and reported so. No pretraining: a step's cost does not depend on the parameters.
 
 ``--ferminet PYTHON`` adds FermiNet's own code (benchmarks/peers/ferminet_lih.py in its own
@@ -101,6 +104,7 @@ def measure(row: dict) -> dict:
 
     from psijax import config as config_lib
     from psijax import hamiltonian, parallel, registry, sampling, system
+    from psijax.training import memory
     from psijax.training.job import step_config
     from psijax.training.state import train_state
     from psijax.training.step import make_step
@@ -122,19 +126,24 @@ def measure(row: dict) -> dict:
     optimizer = registry.optimizer(config)
     state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
     sampler = registry.sampler(config)
-    step = make_step(
-        net.log_abs, ham.local_energy(net), optimizer, step_config(config), mesh, state, sampler
+    local_energy = ham.local_energy(net)
+    build = lambda settings: make_step(
+        net.log_abs, local_energy, optimizer, settings, mesh, state, sampler
     )
     out = dict(row, electrons=molecule.n_electrons, walkers=config.walkers,
                params=sum(x.size for x in jax.tree.leaves(params)),
                laplacian=type(ham.laplacian).__name__, network=net.describe())  # fmt: skip
     t = time.perf_counter()
-    compiled = step.lower(state).compile()
+    compiled, settings = memory.compile_within(
+        build, step_config(config), state, memory.budget(), config=config, mesh=mesh,
+        optimizer=optimizer, note=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
     out["compile_s"] = time.perf_counter() - t
+    out["chunk_size"], out["jacobian_blocks"] = settings.chunk_size, settings.jacobian_blocks
     mem = compiled.memory_analysis()
     out["plan_mib"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes
                        + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / MIB  # fmt: skip
-    if out["plan_mib"] > row["max_mib"]:
+    if out["plan_mib"] > min(row["max_mib"], (memory.budget() or float("inf")) / MIB):
         out["skipped"] = f"plan {out['plan_mib']:.0f} MiB > {row['max_mib']:.0f} MiB"
         return out
     t = time.perf_counter()
@@ -201,8 +210,9 @@ def _fmt(x, spec: str) -> str:
 
 def table(rows: list[dict]) -> None:
     head = ("system", "electrons", "code", "sizes", "params", "walkers", "Laplacian",
-            "compile s", "first step s", "median step s", "plan MiB", "peak RSS MiB",
-            "MCMC / local energy / jacobian / optimiser", "busy threads", "load")  # fmt: skip
+            "chunk / blocks", "compile s", "first step s", "median step s", "plan MiB",
+            "peak RSS MiB", "MCMC / local energy / jacobian / optimiser", "busy threads",
+            "load")  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -213,6 +223,8 @@ def table(rows: list[dict]) -> None:
         note = r.get("error") or r.get("skipped")
         cells = (r["system"], r.get("electrons", ""), r["code"], r["size"],
                  _fmt(r.get("params"), ","), r.get("walkers", ""), r.get("laplacian", ""),
+                 f"{r.get('chunk_size') or 'auto'} / {r['jacobian_blocks']}"
+                 if "jacobian_blocks" in r else "",
                  _fmt(r.get("compile_s"), ".0f"), _fmt(r.get("first_step_s"), ".1f"),
                  note or _fmt(r.get("step_s"), ".2f"),
                  _fmt(r.get("plan_mib"), ",.0f"), _fmt(r.get("peak_rss_mib"), ",.0f"), split,

@@ -37,7 +37,7 @@ from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
 from psijax.statistics import states as state_stats
 from psijax.system import ecp, scf
-from psijax.training import pretrain, pretrain_states
+from psijax.training import memory, pretrain, pretrain_states
 from psijax.training.state import abstract_train_state, train_state
 from psijax.training.step import StepConfig, make_step
 from psijax.types import Params, TrainState
@@ -169,21 +169,28 @@ def train(
     resume_command = f"psijax train --resume {out}"
     watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
     with StopSignals() as signals, watch:
-        step = make_step(
-            net.log_abs, local_energy, optimizer, step_config(config), mesh, template, sampler,
-            estimators,
-        )  # fmt: skip
-        # Compile the step (the largest launch cost) while pretraining and burn-in run.
+        build = lambda settings: make_step(
+            net.log_abs, local_energy, optimizer, settings, mesh, template, sampler, estimators
+        )
+        # Compile the step (the largest launch cost) while pretraining and burn-in run,
+        # within the memory one device can give it (psijax.training.memory).
+        budget = memory.budget()  # a collective with several processes: here, not below
+        notes: list[str] = []  # the compiler thread's, shown from this one
         fresh = state is None
         show.note("compiling the training step" + " (in the background)" * fresh)
         t_compile = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            compiling = pool.submit(_timed, lambda: step.lower(template).compile())
+            compiling = pool.submit(_timed, lambda: memory.compile_within(
+                build, step_config(config), template, budget, config=config, mesh=mesh,
+                optimizer=optimizer, note=notes.append,
+            ))  # fmt: skip
             if fresh:
                 state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show, watch)
                 if not compiling.done():
                     show.note("waiting for the compiler")
-            step, compiled_at = compiling.result()
+            (step, _), compiled_at = compiling.result()
+        for line in notes:
+            show.note(line)
         show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
 
         def on_metrics(i: int, m: dict[str, float]) -> None:
