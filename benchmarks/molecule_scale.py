@@ -12,14 +12,15 @@ for FermiNet and PsiFormer at psijax's defaults and at the production sizes of t
 walkers both). Each row builds the default training step (SPRING, the default Laplacian
 operator and walker chunking) in its own process on one CPU device, compiles it (seconds,
 and ``memory_analysis()``: arguments + outputs + temporaries - aliased, XLA's static
-buffer plan), runs one step (the first call) and then ``--steps`` steps under jax.profiler
-(the median step and its split into MCMC, local energy, jacobian and optimiser, from
-benchmarks/step_profile.py), and reports the process's peak resident memory. The step is
-compiled as ``psijax train`` compiles it (``psijax.training.memory.compile_within``: a
-plan past 80% of the free memory is compiled again with smaller walker chunks and more
-jacobian blocks; the table names the settings). A row whose compiled plan exceeds
-``--max-mib`` is compiled but not run; a row past ``--timeout`` is
-killed and reported so. No pretraining: a step's cost does not depend on the parameters.
+buffer plan), runs one step (the first call) and then ``--steps`` steps under
+jax.profiler (the median step and its split into MCMC, local energy, jacobian and
+optimiser, from benchmarks/step_profile.py; ``--steps 0`` compiles only), and reports the
+process's peak resident memory. The step is compiled as ``psijax train`` compiles it
+(``psijax.training.memory.compile_within``: a plan past 80% of the free memory is compiled
+again with smaller walker chunks and more jacobian blocks; the table names the settings).
+A row whose compiled plan exceeds ``--max-mib`` is compiled but not run; a row past
+``--timeout`` is killed and reported so. No pretraining: a step's cost does not depend on
+the parameters.
 
 ``--ferminet PYTHON`` adds FermiNet's own code (benchmarks/peers/ferminet_lih.py in its own
 venv, KFAC, its default Laplacian) at the same molecule and sizes: launch to the first
@@ -143,6 +144,9 @@ def measure(row: dict) -> dict:
     mem = compiled.memory_analysis()
     out["plan_mib"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes
                        + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / MIB  # fmt: skip
+    if row["steps"] == 0:
+        out["skipped"] = "compiled only"
+        return out
     if out["plan_mib"] > min(row["max_mib"], (memory.budget() or float("inf")) / MIB):
         out["skipped"] = f"plan {out['plan_mib']:.0f} MiB > {row['max_mib']:.0f} MiB"
         return out
@@ -237,7 +241,9 @@ def main() -> None:
     parser.add_argument("--systems", default="N2,C4H6,C6H6")
     parser.add_argument("--ansatz", default="ferminet,psiformer")
     parser.add_argument("--sizes", default="default,production")
-    parser.add_argument("--steps", type=int, default=3, help="profiled steps after the first")
+    parser.add_argument(
+        "--steps", type=int, default=3, help="profiled steps after the first (0: compile only)"
+    )
     parser.add_argument("--max-mib", type=float, default=16 * 1024, help="run no larger plan")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per row")
     parser.add_argument("--ferminet", default=None, help="python of FermiNet's venv")
