@@ -3,7 +3,7 @@
     python benchmarks/molecule_scale.py [--systems N2,C4H6,C6H6] [--ansatz ferminet,psiformer]
                                         [--sizes default,production] [--steps 3]
                                         [--ferminet /tmp/peers/venv-ferminet/bin/python]
-                                        [--peer-sizes default] [--out scale.jsonl]
+                                        [--launch] [--peer-sizes default] [--out scale.jsonl]
                                         [--timeout 3600]
 
 Rows: N2 (psijax's preset), trans-1,3-butadiene C4H6 (30 electrons) and benzene C6H6 (42),
@@ -22,6 +22,9 @@ A row whose compiled plan exceeds ``--max-mib`` is compiled but not run; a row p
 ``--timeout`` is killed and reported so. No pretraining: a step's cost does not depend on
 the parameters.
 
+``--launch`` adds ``psijax train`` itself at the default sizes, as a user runs it
+(Hartree-Fock, pretraining, burn-in, no compilation cache): seconds from exec to the
+first training step, and the median step, timed by its ``on_step`` callback.
 ``--ferminet PYTHON`` adds FermiNet's own code (benchmarks/peers/ferminet_lih.py in its own
 venv, KFAC, its default Laplacian) at the same molecule and sizes: launch to the first
 training step (its pretraining and compile included) and the median step after the first
@@ -188,6 +191,36 @@ def ferminet(row: dict, python: str, iterations: int, skip: int) -> dict:
                 load=os.getloadavg()[0])  # fmt: skip
 
 
+LAUNCH = """
+import json, sys, tempfile, time
+t_script = time.time()
+sys.path.insert(0, {peers!r})
+from _clock import process_start_wall
+start = process_start_wall(t_script)
+import psijax
+seen = []
+with tempfile.TemporaryDirectory() as out:
+    psijax.train(system={atoms!r}, steps={steps}, out=out, compilation_cache="",
+                 progress=False, on_step=lambda i, m: seen.append(time.time() - start))
+print(json.dumps(seen))
+"""
+
+
+def launch(row: dict, iterations: int, skip: int) -> dict:
+    """``psijax train`` itself at the defaults, as a user runs it (pretraining, burn-in,
+    no compilation cache): seconds from exec to the first training step's metrics (they
+    arrive one step late, as a peer's row does after its step), and the median step."""
+    code = LAUNCH.format(peers=os.path.join(HERE, "peers"), atoms=atom_string(row["system"]),
+                         steps=iterations)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=row["timeout"],
+                          capture_output=True, text=True)  # fmt: skip
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    steps = [b - a for a, b in zip(seen[skip:], seen[skip + 1 :], strict=False)]
+    return dict(row, electrons=sum(_electrons(row["system"])), walkers=256,
+                first_step_s=seen[0], step_s=statistics.median(steps),
+                load=os.getloadavg()[0])  # fmt: skip
+
+
 def _electrons(name: str) -> tuple[int, int]:
     z = {"H": 1, "C": 6, "N": 7}
     n = sum(z[s] for s, _ in MOLECULES[name])
@@ -247,6 +280,9 @@ def main() -> None:
     parser.add_argument("--max-mib", type=float, default=16 * 1024, help="run no larger plan")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per row")
     parser.add_argument("--ferminet", default=None, help="python of FermiNet's venv")
+    parser.add_argument(
+        "--launch", action="store_true", help="also psijax train itself (default sizes)"
+    )
     parser.add_argument("--peer-sizes", default="default", help="sizes FermiNet runs at")
     parser.add_argument("--peer-iterations", type=int, default=20)
     parser.add_argument("--peer-skip", type=int, default=5)
@@ -273,6 +309,7 @@ def main() -> None:
     for size in args.sizes.split(","):
         for name in args.systems.split(","):
             codes = [f"psijax {a}" for a in args.ansatz.split(",")]
+            codes += ["psijax train (launch)"] if args.launch and size == "default" else []
             codes += ["FermiNet (own code)"] if args.ferminet and size in args.peer_sizes else []
             for code in codes:
                 key = (name, code, size)
@@ -280,7 +317,12 @@ def main() -> None:
                     row = dict(system=name, code=code, size=size, steps=args.steps,
                                max_mib=args.max_mib, timeout=args.timeout)  # fmt: skip
                     print(f"# measuring {key}", flush=True)
-                    if code.startswith("FermiNet"):
+                    if code.startswith("psijax train"):
+                        try:
+                            done[key] = launch(row, args.peer_iterations, args.peer_skip)
+                        except (subprocess.SubprocessError, OSError) as e:
+                            done[key] = dict(row, error=type(e).__name__)
+                    elif code.startswith("FermiNet"):
                         try:
                             done[key] = ferminet(row, args.ferminet, args.peer_iterations,
                                                  args.peer_skip)  # fmt: skip
