@@ -20,6 +20,7 @@ from psijax.training.job import step_config
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
+from eval_runs import trained_run
 from runs import TINY
 
 MIB = 2**20
@@ -118,3 +119,19 @@ def test_the_free_memory_is_known_on_this_machine():
     free = memory.free_bytes()
     assert free is not None and free > 0
     assert 0 < memory.budget() < free  # a fraction of it
+
+
+def test_an_evaluation_fits_its_step_to_the_memory_it_is_given(tmp_path, monkeypatch, capsys):
+    run = trained_run(tmp_path)
+    plans = []
+    plan_of = memory.Plan.of
+    monkeypatch.setattr(memory.Plan, "of", lambda c: plans.append(plan_of(c)) or plans[-1])
+    settings = dict(steps=3, walkers=256, burn_in=2, devices=1, observables="energy")
+    first = psijax.evaluate(run, **settings)
+    assert len(plans) == 1  # it fitted: compiled once
+    monkeypatch.setattr(memory, "budget", lambda: plans[0].total // 2)
+    result = psijax.evaluate(run, **settings, force=True)
+    np.testing.assert_allclose(result.energies, first.energies, rtol=1e-5)  # the same steps
+    assert plans[-1].total <= plans[0].total // 2 < plans[1].total
+    shown = capsys.readouterr()
+    assert "the evaluation step plans " in shown.err + shown.out

@@ -41,6 +41,7 @@ from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, 
 from psijax.run.progress import EvalProgress
 from psijax.rundir import checkpoint, eval_files, report
 from psijax.statistics import Estimate, StopRule
+from psijax.training import memory
 from psijax.wavefunction import check_run, load
 
 EVAL_DIR = "eval"
@@ -172,6 +173,7 @@ def evaluate(
     if lead and out.is_dir() and not resume:
         shutil.rmtree(out)
     chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
+    budget = memory.budget()  # a collective with several processes: on this thread
     if state is None:
         saved_walkers = np.asarray(parallel.to_host(wf.walkers))
         state = eval_step.initial_state(
@@ -183,20 +185,21 @@ def evaluate(
         sampler = registry.sampler(wf.config)
         equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
         state = equilibrate(wf.params, state, settings.burn_in)
-    step = (
-        eval_step.make_eval_step(
-            log_abs,
-            local_values,
-            registry.sampler(wf.config, adapt=False),
-            mesh,
-            chunk,
-            functools.partial(observables_lib.combine, observed),
-            random=energy.needs_key,
-            positions=settings.save_positions,
-        )
-        .lower(wf.params, state)
-        .compile()
-    )  # before the loop, whose watch times every step
+    build = lambda chunk_size: eval_step.make_eval_step(
+        log_abs,
+        local_values,
+        registry.sampler(wf.config, adapt=False),
+        mesh,
+        chunk_size,
+        functools.partial(observables_lib.combine, observed),
+        random=energy.needs_key,
+        positions=settings.save_positions,
+    )
+    # before the loop, whose watch times every step; within the device's memory
+    step, chunk = memory.compile_evaluation(
+        build, chunk, (wf.params, state), budget, walkers=n_walkers,
+        devices=mesh.devices.size, kept=wf.config.chunk_size is not None, note=show.note,
+    )  # fmt: skip
     writer = eval_files.EvalWriter(
         out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
         resume_step=start if resume else None,

@@ -109,9 +109,10 @@ def smaller(
     step with ``config`` (None: none to be had without changing ``kept`` settings).
 
     The temporaries are split into SPRING's jacobian (``jacobian``: ``JACOBIAN_COPIES``
-    x walkers x params x 4 bytes per device, over its blocks) and the rest, which scales with the walkers
-    evaluated at once (``chunk_size``, or the automatic chunk when unset); each part gets
-    what it needs of the room left by the fixed part, the jacobian at most half.
+    x walkers x params x 4 bytes per device, over its blocks) and the rest, which scales
+    with the walkers evaluated at once (``chunk_size``, or the automatic chunk when unset);
+    each part gets what it needs of the room left by the fixed part, the jacobian at most
+    half.
     """
     room = budget - plan.fixed
     if room <= 0:
@@ -156,24 +157,60 @@ def compile_within(
         kept=frozenset(k for k, unset in (("chunk_size", None), ("jacobian_blocks", 1))
                        if getattr(config, k) != unset),
     )  # fmt: skip
-    compiled = build(settings).lower(template).compile()
+    shrink = lambda plan, current: smaller(plan, budget, current, **fitting)
+    return _fit(
+        lambda current: build(current).lower(template).compile(), settings, budget, shrink,
+        what="training step", describe=_settings, note=note,
+        advice="a smaller --chunk-size, more --jacobian-blocks, fewer --walkers or more --devices",
+    )  # fmt: skip
+
+
+def compile_evaluation(
+    build: Callable[[int | None], Callable],
+    chunk: int | None,
+    args: tuple,
+    budget: int | None,
+    *,
+    walkers: int,
+    devices: int,
+    kept: bool,
+    note: Callable[[str], None] = lambda line: None,
+):
+    """The compiled ``build(chunk).lower(*args)`` of an evaluation step (no jacobian), or
+    that of a smaller walker chunk that fits ``budget`` (``kept``: the run set its chunk;
+    it stays); returns (compiled, its chunk)."""
+    fitting = dict(walkers=walkers, devices=devices, n_params=0, jacobian=False,
+                   kept=frozenset({"chunk_size"}) if kept else frozenset())  # fmt: skip
+    compiled, settings = _fit(
+        lambda current: build(current.chunk_size).lower(*args).compile(),
+        StepConfig(chunk_size=chunk), budget,
+        lambda plan, current: smaller(plan, budget, current, **fitting),
+        what="evaluation step", describe=lambda current: f"chunk_size {current.chunk_size}",
+        advice="fewer --walkers or more --devices", note=note,
+    )  # fmt: skip
+    return compiled, settings.chunk_size
+
+
+def _fit(compile_with, settings, budget, shrink, *, what, describe, advice, note):
+    """``compile_with(settings)``, compiled again with ``shrink(plan, settings)`` while
+    its plan exceeds ``budget`` (at most ``TRIES`` compilations), else one line."""
+    compiled = compile_with(settings)
     for attempt in range(TRIES):
         plan = Plan.of(compiled)
         if budget is None or plan.total <= budget:
             return compiled, settings
-        fitted = smaller(plan, budget, settings, **fitting)
+        fitted = shrink(plan, settings)
         if fitted is None or attempt == TRIES - 1:
             break
         note(
-            f"the training step plans {_size(plan.total)} per device, {_size(budget)} can be "
-            f"had: compiling it again with {_settings(fitted)}"
+            f"the {what} plans {_size(plan.total)} per device, {_size(budget)} can be had: "
+            f"compiling it again with {describe(fitted)}"
         )
         settings = fitted
-        compiled = build(settings).lower(template).compile()
+        compiled = compile_with(settings)
     raise InputError(
-        f"the training step needs {_size(plan.total)} per device but {_size(budget)} can be "
-        f"had ({_settings(settings)}); set a smaller "
-        "--chunk-size, more --jacobian-blocks, fewer --walkers or more --devices"
+        f"the {what} needs {_size(plan.total)} per device but {_size(budget)} can be had "
+        f"({describe(settings)}); set {advice}"
     )
 
 
