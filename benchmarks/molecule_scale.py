@@ -104,39 +104,27 @@ def measure(row: dict) -> dict:
     import resource
 
     import jax
-    import jax.numpy as jnp
 
     from psijax import config as config_lib
-    from psijax import hamiltonian, parallel, registry, sampling, system
     from psijax.training import memory
     from psijax.training.job import step_config
-    from psijax.training.state import train_state
     from psijax.training.step import make_step
 
     sys.path.insert(0, HERE)
-    from step_profile import PARTS, trace_parts
+    from step_profile import PARTS, random_job, trace_parts
 
     values = dict(system=atom_string(row["system"]), **SIZES[(row["ansatz"], row["size"])])
     config = config_lib.from_dict(values)
-    molecule = system.for_config(config)
-    mesh = parallel.make_mesh(1)
-    net = registry.ansatz(molecule, config)
-    keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    params = net.init(keys[0], jnp.float32)
-    walkers = jax.device_put(
-        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
-    )
-    ham = hamiltonian.for_config(molecule, config)
-    optimizer = registry.optimizer(config)
-    state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
-    sampler = registry.sampler(config)
-    local_energy = ham.local_energy(net)
+    job = random_job(config)
+    molecule, net, mesh, state = job.molecule, job.net, job.mesh, job.state
+    optimizer = job.optimizer
     build = lambda settings: make_step(
-        net.log_abs, local_energy, optimizer, settings, mesh, state, sampler
+        net.log_abs, job.local_energy, optimizer, settings, mesh, state, job.sampler
     )
+    laplacian = type(job.local_energy.hamiltonian.laplacian).__name__
     out = dict(row, electrons=molecule.n_electrons, walkers=config.walkers,
-               params=sum(x.size for x in jax.tree.leaves(params)),
-               laplacian=type(ham.laplacian).__name__, network=net.describe())  # fmt: skip
+               params=sum(x.size for x in jax.tree.leaves(state.params)),
+               laplacian=laplacian, network=net.describe())  # fmt: skip
     t = time.perf_counter()
     compiled, settings = memory.compile_within(
         build, step_config(config), state, memory.budget(), config=config, mesh=mesh,

@@ -74,6 +74,33 @@ def self_times(events) -> list[tuple[str, int]]:
     return [(name, max(ns, 0)) for name, ns, _ in out]
 
 
+class Job(NamedTuple):
+    molecule: object
+    mesh: object
+    net: object
+    local_energy: object
+    optimizer: object
+    sampler: object
+    state: object  # the TrainState, random parameters, walkers as initialised
+
+
+def random_job(config) -> Job:
+    """The default job's pieces for ``config`` on one device, with random parameters and
+    no pretraining (a step's cost does not depend on the parameters' values)."""
+    molecule = system.for_config(config)
+    mesh = parallel.make_mesh(1)
+    net = registry.ansatz(molecule, config)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    params = net.init(keys[0], jnp.float32)
+    walkers = jax.device_put(
+        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
+    )
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    optimizer = registry.optimizer(config)
+    state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
+    return Job(molecule, mesh, net, local_energy, optimizer, registry.sampler(config), state)
+
+
 class Trace(NamedTuple):
     walls: list[float]  # wall seconds per traced step
     busy: collections.Counter  # part -> ns over all threads
@@ -133,20 +160,13 @@ def main() -> None:
     args = parser.parse_args()
 
     config = config_lib.from_dict(dict(system=args.system))
-    molecule = system.resolve(config.system)
-    mesh = parallel.make_mesh(1)
-    net = registry.ansatz(molecule, config)
-    keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    params = net.init(keys[0], jnp.float32)
-    walkers = jax.device_put(
-        sampling.init_walkers(keys[1], molecule, config.walkers), parallel.walker_sharding(mesh)
-    )
-    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    optimizer = registry.optimizer(config)
-    state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
+    job = random_job(config)
+    molecule, net, local_energy = job.molecule, job.net, job.local_energy
+    state = job.state
     step_config = StepConfig(config.clip_scale, config.chunk_size)
-    sampler = registry.sampler(config)
-    step = make_step(net.log_abs, local_energy, optimizer, step_config, mesh, state, sampler)
+    step = make_step(
+        net.log_abs, local_energy, job.optimizer, step_config, job.mesh, state, job.sampler
+    )
     compiled = step.lower(state).compile()
     for _ in range(3):  # warm up
         state, metrics = compiled(state)

@@ -92,13 +92,6 @@ class Wavefunction:
         names = observables.parse(list(names))
         if default and isinstance(self.network, States):
             names = tuple(n for n in names if n in state_observables.SUPPORTED)
-        if self.molecule.ecp and "forces" in names:
-            if not default:
-                raise InputError(
-                    "forces are not available with effective core potentials (their force "
-                    "terms are not implemented); leave them out of names"
-                )
-            names = tuple(n for n in names if n != "forces")
         if names not in self._compiled:
             self._compiled[names] = _local_values_fn(self, names)
         fn = self._compiled[names]

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax.hamiltonian import Walker
+from psijax.hamiltonian import Walker, ecp
 from psijax.system import Molecule
 from psijax.types import Array, Params, Psi
 
@@ -47,6 +47,10 @@ class Forces:
     apply_at: ApplyAt | None = None
     name: str = "forces"
     needs_derivatives: bool = True
+    # The ECP terms of the Hamiltonian (``psijax.hamiltonian.ecp``), whose potentials move
+    # with their nuclei: their Hellmann-Feynman part is -d/dR_A of the terms' local value
+    # with psi held fixed (the nonlocal quadrature's rotations from the walker's key).
+    ecp_terms: tuple = ()
 
     def _names(self, prefix: str) -> tuple[str, ...]:
         return tuple(f"{prefix}_{a}_{c}" for a in range(self.molecule.n_atoms) for c in "xyz")
@@ -64,6 +68,9 @@ class Forces:
         g = w.grad[None]
         radial = jnp.sum(x * g, axis=-1, keepdims=True)
         electronic = charges[:, None] * jnp.sum(g / dist - x * radial / dist**3, axis=1)
+        if self.ecp_terms:  # an ECP atom's whole potential, differentiated directly
+            ecp_atoms = jnp.asarray([a for a, e in enumerate(self.molecule.ecp) if e is not None])
+            electronic = electronic.at[ecp_atoms].set(-self._ecp_gradient(w, ecp_atoms))
         total = electronic + jnp.asarray(self.nuclear_forces(), w.r.dtype)
         out = dict(zip(self._names("force_hf"), total.reshape(-1), strict=True))
         if self.apply_at is not None:
@@ -73,6 +80,26 @@ class Forces:
             out |= dict(zip(self._names("_dlog"), d_log, strict=True))
             out |= dict(zip(self._names("_e_dlog"), e_local * d_log, strict=True))
         return out
+
+    def _ecp_gradient(self, w: Walker, ecp_atoms: Array) -> Array:
+        """[ECP atom, 3]: d/dR_A of atom A's whole potential on the electrons, psi fixed:
+        its Coulomb attraction (Z_A - core) and both ECP terms. Their sum is finite at the
+        nucleus (the ECP's local part cancels the 1/r), so its derivative has finite
+        variance without the zero-variance correction the bare nuclei get. The nonlocal
+        term's quadrature points sit on spheres around R_A, so psi is differentiated there;
+        averaged over the random rotations this is the derivative of the exact projection
+        (the rotations' distribution does not depend on R_A)."""
+        nuclei = jnp.asarray(self.molecule.nuclear_positions, w.r.dtype)
+        charges = jnp.asarray(self.molecule.nuclear_charges, w.r.dtype)[ecp_atoms]
+
+        def potential(centers: Array) -> Array:
+            distance = jnp.linalg.norm(w.r[None] - centers[:, None], axis=-1)
+            coulomb = -jnp.sum(charges[:, None] / distance)
+            moved = [dataclasses.replace(term, centers=centers) for term in self.ecp_terms]
+            ecp = sum(jnp.sum(jnp.stack(list(term(w, w.key).values()))) for term in moved)
+            return coulomb + ecp
+
+        return jax.grad(potential)(nuclei[ecp_atoms])
 
     def combine(self, means: dict[str, Array], n: Array) -> dict[str, Array]:
         """The total force of one step from its walker means (``n`` walkers)."""
@@ -101,9 +128,19 @@ class Forces:
         return {}
 
 
-def from_config(molecule: Molecule, network=None) -> Forces:
-    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term."""
+def from_config(molecule: Molecule, network=None, ecp_quadrature: int | None = None) -> Forces:
+    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term;
+    ``ecp_quadrature`` is the nonlocal ECP term's rule (the Hamiltonian's)."""
     apply_at = None
     if network is not None and hasattr(network, "at"):
         apply_at = lambda params, r, nuclei: network.at(nuclei).apply(params, r)
-    return Forces(molecule, apply_at)
+    return Forces(molecule, apply_at, ecp_terms=ecp_terms(molecule, ecp_quadrature))
+
+
+def ecp_terms(molecule: Molecule, n_points: int | None = None) -> tuple:
+    """The molecule's ECP terms (none without ECPs), the nonlocal one with ``n_points``."""
+    if not molecule.ecp:
+        return ()
+    local = ecp.EcpLocal.of(molecule)
+    nonlocal_ = ecp.EcpNonlocal.of(molecule, n_points or ecp.DEFAULT_POINTS)
+    return tuple(term for term in (local, nonlocal_) if term is not None)

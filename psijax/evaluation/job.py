@@ -127,14 +127,6 @@ def evaluate(
         parallel.check_on_lead(lambda: check_eval_dir(run, force))
     wf = load(run, mesh=mesh)
     use_compilation_cache(wf.config.compilation_cache)
-    if wf.molecule.ecp and "forces" in settings.observables:
-        if observables is not None:
-            raise InputError(
-                "forces are not available with effective core potentials (their force terms "
-                "are not implemented); leave them out, e.g. --observables energy spin dipole"
-            )
-        kept = tuple(n for n in settings.observables if n != "forces")
-        settings = dataclasses.replace(settings, observables=kept)
     n_walkers = settings.walkers or wf.config.walkers
     parallel.check_walkers(n_walkers, mesh)
     identity = checkpoint.identity_of(
