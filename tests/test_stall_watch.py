@@ -100,6 +100,7 @@ make_step = job.make_step
 class Stalling:
     def __init__(self, compiled):
         self.compiled, self.calls = compiled, 0
+        self.memory_analysis = compiled.memory_analysis  # the job fits the step to memory
 
     def __call__(self, state):
         state, metrics = self.compiled(state)
