@@ -210,9 +210,10 @@ def launch(row: dict, iterations: int, skip: int) -> dict:
 
 
 def _electrons(name: str) -> tuple[int, int]:
-    z = {"H": 1, "C": 6, "N": 7}
-    n = sum(z[s] for s, _ in MOLECULES[name])
-    return (n + 1) // 2, n // 2
+    from psijax import system
+
+    molecule = system.resolve(atom_string(name))
+    return molecule.n_up, molecule.n_down
 
 
 def _run_row(row: dict) -> dict:

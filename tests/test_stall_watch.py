@@ -133,15 +133,21 @@ print("not stopped")
 """
 
 
-def test_a_stalled_training_step_ends_the_run_with_its_stacks_and_checkpoint(tmp_path):
-    run = tmp_path / "run"
-    config = {**TINY, "pretrain_steps": 0}
-    code = STALLED_RUN.format(config=config, out=str(run))
+def _stalled_line(code: str) -> str:
+    """Run ``code`` (a job made to stall) in a fresh process; it must end with the watch's
+    exit code, and its last line on stderr is returned."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert result.returncode == watch_lib.EXIT_CODE, result.stderr[-3000:]
     assert "not stopped" not in result.stdout
-    line = result.stderr.strip().splitlines()[-1]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_a_stalled_training_step_ends_the_run_with_its_stacks_and_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    config = {**TINY, "pretrain_steps": 0}
+    code = STALLED_RUN.format(config=config, out=str(run))
+    line = _stalled_line(code)
     rows = (run / "metrics.csv").read_text().splitlines()
     reported = len(rows) - 1  # the stalled step is the one after the last row
     assert reported in (6, 7)  # the eighth step's dispatch or its metrics never finished
@@ -209,11 +215,7 @@ def test_a_stalled_pretraining_chunk_ends_the_run_with_one_line(tmp_path):
     run = tmp_path / "run"
     config = {**TINY, "pretrain_steps": 4 * 25}
     code = STALLED_PRETRAINING.format(config=config, out=str(run))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
-    assert result.returncode == watch_lib.EXIT_CODE, result.stderr[-3000:]
-    assert "not stopped" not in result.stdout
-    line = result.stderr.strip().splitlines()[-1]
+    line = _stalled_line(code)
     assert line.startswith("psijax: error: pretraining step 51 stalled: not finished after "), line
     assert line.endswith(
         "no checkpoint was written yet (the resume starts from the beginning); continue with: "

@@ -96,7 +96,7 @@ class Forces:
             distance = jnp.linalg.norm(w.r[None] - centers[:, None], axis=-1)
             coulomb = -jnp.sum(charges[:, None] / distance)
             moved = [dataclasses.replace(term, centers=centers) for term in self.ecp_terms]
-            ecp = sum(jnp.sum(jnp.stack(list(term(w, w.key).values()))) for term in moved)
+            ecp = sum(sum(term(w, w.key).values()) for term in moved)
             return coulomb + ecp
 
         return jax.grad(potential)(nuclei[ecp_atoms])
@@ -128,19 +128,16 @@ class Forces:
         return {}
 
 
-def from_config(molecule: Molecule, network=None, ecp_quadrature: int | None = None) -> Forces:
-    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term;
-    ``ecp_quadrature`` is the nonlocal ECP term's rule (the Hamiltonian's)."""
+def from_config(molecule: Molecule, network=None) -> Forces:
+    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term."""
     apply_at = None
     if network is not None and hasattr(network, "at"):
         apply_at = lambda params, r, nuclei: network.at(nuclei).apply(params, r)
-    return Forces(molecule, apply_at, ecp_terms=ecp_terms(molecule, ecp_quadrature))
+    return Forces(molecule, apply_at, ecp_terms=ecp_terms(molecule))
 
 
-def ecp_terms(molecule: Molecule, n_points: int | None = None) -> tuple:
-    """The molecule's ECP terms (none without ECPs), the nonlocal one with ``n_points``."""
-    if not molecule.ecp:
-        return ()
-    local = ecp.EcpLocal.of(molecule)
-    nonlocal_ = ecp.EcpNonlocal.of(molecule, n_points or ecp.DEFAULT_POINTS)
-    return tuple(term for term in (local, nonlocal_) if term is not None)
+def ecp_terms(molecule: Molecule) -> tuple:
+    """The molecule's ECP terms as the Hamiltonian builds them (none without ECPs; the
+    nonlocal one with the default rule: any rule, randomly rotated, is unbiased)."""
+    terms = (ecp.local_from_config(molecule, None), ecp.nonlocal_from_config(molecule, None))
+    return tuple(term for term in terms if term is not None)
