@@ -38,6 +38,7 @@ class Config:
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
     ecp: str | None = None  # effective core potentials: "ccecp", or "Cl:ccecp Na:ccecp"
     ecp_quadrature: int = 12  # points of the nonlocal ECP term's quadrature on the sphere
+    ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int = 256
@@ -129,6 +130,11 @@ class Config:
                 f"ecp_quadrature={self.ecp_quadrature} has no rule; use one of "
                 f"{', '.join(map(str, ECP_QUADRATURES))} (points on the sphere)"
             )
+        if self.ecp_neighbours is not None and self.ecp_neighbours < 0:
+            raise InputError(
+                f"ecp_neighbours={self.ecp_neighbours} must be >= 0; give how many electrons "
+                "each ECP nucleus moves onto its sphere (0: all) or unset it"
+            )
         if self.pretrain_max_steps is not None and self.pretrain_max_steps < 0:
             raise InputError(
                 f"pretrain_max_steps={self.pretrain_max_steps} must be >= 0; give the most "
@@ -143,7 +149,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # ``--help`` groups the flags by them and ``--dry-run`` prints them so. A section's table
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature"),
+    "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature", "ecp_neighbours"),
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
         "layer_norm", "jastrow", "determinants", "full_det", "states",
@@ -174,7 +180,7 @@ ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
-    "states": 1,
+    "states": 1, "ecp_neighbours": None,
 }  # fmt: skip
 
 

@@ -173,6 +173,8 @@ CASES = [
          "spin 0 is impossible with 7 electrons", "use e.g. spin=1"),
     Case("ecp-quadrature-unknown", flags("--ecp-quadrature", "7"),
          "ecp_quadrature=7 has no rule", "use one of 4, 6, 12, 18, 26"),
+    Case("ecp-neighbours-negative", flags("--ecp-neighbours", "-3"),
+         "ecp_neighbours=-3 must be >= 0", "(0: all) or unset it"),
     # ------------------------------------------------------------ molecule: presets, .xyz
     Case("unknown-preset", flags("--system", "Unobtainium"), "'Unobtainium' is neither a preset",
          "use one of those"),

@@ -30,6 +30,8 @@ HELP = {
     "ecp": "effective core potentials from pyscf's tables: ccecp (every element it has a "
     "core for) or element:table pairs, e.g. 'Cl:ccecp Na:ccecp'",
     "ecp_quadrature": "points of the nonlocal ECP term's quadrature on the sphere",
+    "ecp_neighbours": "electrons each ECP nucleus moves onto its sphere, the nearest "
+    "(default: from the geometry; 0: all)",
     "basis": "basis for Hartree-Fock pretraining",
     "steps": "training steps",
     "walkers": "walkers (a multiple of the device count)",
