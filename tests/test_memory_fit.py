@@ -43,6 +43,57 @@ def test_the_jacobian_goes_into_blocks_and_the_rest_into_chunks():
     assert fitting is None  # it fits already: nothing to change
 
 
+def test_a_jacobian_that_cannot_fit_goes_into_blocks_before_the_first_compilation():
+    """Ne at FermiNet's production sizes (4,096 walkers, 729,952 parameters): SPRING's
+    jacobian alone is 3 x 12 GB; with 16 GiB to be had the first compilation already
+    forms it in blocks, and it is told; the user's own jacobian_blocks are kept."""
+    fit = dict(walkers=4096, devices=1, n_params=729_952, jacobian=True)
+    budget = 16 * 2**30
+    assert memory.first_guess(StepConfig(), budget, **fit).jacobian_blocks == 5  # 33.4 / 8 GiB
+    assert memory.first_guess(StepConfig(), budget, **{**fit, "devices": 8}) == StepConfig()
+    assert memory.first_guess(StepConfig(), None, **fit) == StepConfig()
+    kept = frozenset({"jacobian_blocks"})
+    assert memory.first_guess(StepConfig(), budget, **fit, kept=kept) == StepConfig()
+
+    built, notes = [], []
+
+    class Compiled:
+        def memory_analysis(self):  # a plan that fits: nothing compiled again
+            return type(
+                "Analysis",
+                (),
+                dict(
+                    argument_size_in_bytes=MIB,
+                    output_size_in_bytes=MIB,
+                    alias_size_in_bytes=MIB,
+                    temp_size_in_bytes=MIB,
+                ),
+            )
+
+    class Lowered:
+        def compile(self):
+            return Compiled()
+
+    class Built:
+        def lower(self, template):
+            return Lowered()
+
+    def build(settings):
+        built.append(settings)
+        return Built()
+
+    config = config_lib.from_dict({**TINY, "walkers": 4096})
+    params = {"w": jax.ShapeDtypeStruct((729_952,), jnp.float32)}
+    template = type("State", (), {"params": params})
+    _, fitted = memory.compile_within(
+        build, StepConfig(), template, budget, config=config, mesh=parallel.make_mesh(1),
+        optimizer=registry.optimizer(config), note=notes.append,
+    )  # fmt: skip
+    assert [s.jacobian_blocks for s in built] == [5] and fitted.jacobian_blocks == 5
+    assert notes == ["SPRING's jacobian alone needs about 33.4 GiB per device, 16.0 GiB can "
+                     "be had: compiling the training step with jacobian_blocks 5"]  # fmt: skip
+
+
 SMALL = {**TINY, "walkers": 64, "layers": [[16, 4]], "determinants": 2}
 
 
@@ -77,7 +128,9 @@ def test_a_step_that_does_not_fit_is_compiled_again_smaller_and_takes_the_same_s
         note=notes.append,
     )  # fmt: skip
     assert fitted != settings and memory.Plan.of(compiled).total <= budget
-    assert notes and notes[0].startswith("the training step plans ")
+    # its jacobian is blocked before the first compilation, its chunk after it
+    assert notes[0].startswith("SPRING's jacobian alone needs about ")
+    assert notes[-1].startswith("the training step plans ")
     assert f"jacobian_blocks {fitted.jacobian_blocks}" in notes[-1]
     copy = lambda s: jax.tree.map(jnp.copy, s)  # the steps donate their state
     a, metrics_a = first(copy(state))

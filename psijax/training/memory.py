@@ -5,8 +5,10 @@ outputs and temporaries). ``compile_within`` compiles the step, compares its pla
 ``FRACTION`` of the memory free on one device (the least on any process), and when it
 does not fit, takes smaller walker chunks for the local energy and the jacobian
 (``chunk_size``) and forms SPRING's [walkers, params] jacobian in parameter blocks
-(``jacobian_blocks``), sized from the plan's own parts, then compiles again. Settings the
-user gave are kept; a step that still does not fit ends with one line naming what to set.
+(``jacobian_blocks``), sized from the plan's own parts, then compiles again. A jacobian
+that alone would not fit is put into blocks before the first compilation (``first_guess``:
+its size is known from the walkers and parameters). Settings the user gave are kept; a
+step that still does not fit ends with one line naming what to set.
 """
 
 from __future__ import annotations
@@ -135,6 +137,25 @@ def smaller(
     return None if new == config else new
 
 
+def _jacobian_bytes(*, walkers: int, devices: int, n_params: int, jacobian: bool, **_) -> int:
+    """SPRING's unblocked jacobian per device: JACOBIAN_COPIES x walkers x params x 4."""
+    return JACOBIAN_COPIES * (walkers // devices) * n_params * 4 if jacobian else 0
+
+
+def first_guess(
+    settings: StepConfig, budget: int | None, *, kept: frozenset[str] = frozenset(), **fitting
+) -> StepConfig:
+    """Before anything is compiled: as many jacobian blocks as keep SPRING's jacobian within
+    half of ``budget`` (what ``smaller`` would choose once a plan is known), so that a
+    step whose jacobian alone cannot fit is not compiled whole first; the walker chunk
+    needs the compiled plan and is left to ``smaller``."""
+    whole = _jacobian_bytes(**fitting)
+    if budget is None or not whole or "jacobian_blocks" in kept:
+        return settings
+    blocks = min(fitting["n_params"], max(settings.jacobian_blocks, math.ceil(2 * whole / budget)))
+    return dataclasses.replace(settings, jacobian_blocks=blocks)
+
+
 def compile_within(
     build: Callable[[StepConfig], Callable],
     settings: StepConfig,
@@ -158,8 +179,15 @@ def compile_within(
                        if getattr(config, k) != unset),
     )  # fmt: skip
     shrink = lambda plan, current: smaller(plan, budget, current, **fitting)
+    guess = first_guess(settings, budget, **fitting)
+    if guess != settings:
+        note(
+            f"SPRING's jacobian alone needs about {_size(_jacobian_bytes(**fitting))} per "
+            f"device, {_size(budget)} can be had: compiling the training step with "
+            f"jacobian_blocks {guess.jacobian_blocks}"
+        )
     return _fit(
-        lambda current: build(current).lower(template).compile(), settings, budget, shrink,
+        lambda current: build(current).lower(template).compile(), guess, budget, shrink,
         what="training step", describe=_settings, note=note,
         advice="a smaller --chunk-size, more --jacobian-blocks, fewer --walkers or more --devices",
     )  # fmt: skip
