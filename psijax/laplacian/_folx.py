@@ -98,6 +98,7 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
         env = dict(zip(jaxpr.constvars, consts, strict=True))
         env.update(zip(jaxpr.invars, args, strict=True))
         dependent = {v for v, d in zip(jaxpr.invars, depends, strict=True) if d}
+        producers: dict = {}  # walker-dependent concatenations and broadcasts, for _split_dot
         for eqn in jaxpr.eqns:
             invals = [_read(env, v) for v in eqn.invars]
             flags = [not isinstance(v, Literal) and v in dependent for v in eqn.invars]
@@ -113,10 +114,14 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
                 out = _evaluate(eqn.params["jaxpr"], [], invals, flags)
             elif name == "cond":
                 out = _both_branches(eqn, invals, flags)
+            elif name == "dot_general":
+                out = _split_dot(eqn, invals, producers)
             else:
                 out = _bind(eqn, invals)
             if any(flags):
                 dependent.update(eqn.outvars)
+                if name in ("concatenate", "broadcast_in_dim"):
+                    producers[eqn.outvars[0]] = (eqn, invals)
             env.update(zip(eqn.outvars, out, strict=True))
         return [_read(env, v) for v in jaxpr.outvars]
 
@@ -149,6 +154,84 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
     return run
 
 
+def _split_dot(eqn, invals: list, producers: dict) -> list:
+    """A walker-dependent ``dot_general`` contracted along a concatenation whose parts
+    include broadcasts: each broadcast part multiplied before it is broadcast.
+
+    A FermiNet-style layer concatenates each electron's features with means over electrons
+    broadcast to every electron, then multiplies by a weight matrix. folx propagates the
+    Jacobian of the concatenation, every broadcast copy included, through the product:
+    3N tangents for every copy, in the forward pass and again in the backward pass of a
+    parameter gradient. Multiplying a mean once and broadcasting the product is the same
+    sum in another order, and folx then carries one copy's tangents. The other parts stay
+    one concatenation and one product (one pass over the product's cotangent).
+    """
+    (contract, _), out_sharding = eqn.params["dimension_numbers"], eqn.params.get("out_sharding")
+    if out_sharding is not None:
+        return _bind(eqn, invals)
+    for side in (0, 1):
+        var = eqn.invars[side]
+        if isinstance(var, Literal) or var not in producers:
+            continue
+        cat, parts = producers[var]
+        if cat.primitive.name != "concatenate" or cat.params["dimension"] not in contract[side]:
+            continue
+        axis = cat.params["dimension"]
+        other_axis = contract[1 - side][contract[side].index(axis)]
+        other, start = invals[1 - side], 0
+        plain, pieces, small = [], [], {}  # small: full shape -> (broadcast dims, sum)
+        for part_var, part in zip(cat.invars, parts, strict=True):
+            size = part.shape[axis]
+            piece = jax.lax.slice_in_dim(other, start, start + size, axis=other_axis)
+            start += size
+            term = _dot_before_broadcast(eqn, side, part_var, piece, producers)
+            if term is None:
+                plain.append(part)
+                pieces.append(piece)
+            else:
+                full, y = term
+                small[full] = y if full not in small else small[full] + y
+        if not small:
+            return _bind(eqn, invals)
+        total = None
+        if plain:
+            part = plain[0] if len(plain) == 1 else jax.lax.concatenate(plain, axis)
+            piece = pieces[0] if len(pieces) == 1 else jax.lax.concatenate(pieces, other_axis)
+            (total,) = _bind(eqn, [part, piece] if side == 0 else [piece, part])
+        for full, y in small.items():
+            y = jax.lax.broadcast_in_dim(y, full, tuple(range(y.ndim)))
+            total = y if total is None else total + y
+        return [total]
+    return _bind(eqn, invals)
+
+
+def _dot_before_broadcast(eqn, side: int, part_var, piece, producers: dict):
+    """(the product's full shape, ``dot_general`` of a part of a concatenation (operand
+    ``side``) before its broadcast, with ``piece`` of the other operand), or None unless the
+    part is a walker-dependent broadcast along free (not contracted, not batch) dimensions."""
+    source = None if isinstance(part_var, Literal) else producers.get(part_var)
+    if source is None or source[0].primitive.name != "broadcast_in_dim":
+        return None
+    bcast, (operand, *rest) = source
+    dims, shape = bcast.params["broadcast_dimensions"], bcast.params["shape"]
+    contract, batch = eqn.params["dimension_numbers"]
+    free = [d for d in range(len(shape)) if d not in contract[side] and d not in batch[side]]
+    reduced = [1] * len(shape)
+    for i, d in enumerate(dims):
+        reduced[d] = operand.shape[i]
+    expanded = [d for d in range(len(shape)) if reduced[d] != shape[d]]
+    if rest or not expanded or not all(d in free for d in expanded):
+        return None
+    operand = jax.lax.broadcast_in_dim(operand, tuple(reduced), dims)
+    (y,) = _bind(eqn, [operand, piece] if side == 0 else [piece, operand])
+    full = list(y.shape)
+    n_lhs_free = eqn.invars[0].aval.ndim - len(contract[0]) - len(batch[0])
+    offset = len(batch[side]) + (0 if side == 0 else n_lhs_free)
+    for d in expanded:
+        full[offset + free.index(d)] = shape[d]
+    return tuple(full), y
+
+
 def _scan_groups(params, values: list) -> tuple[list, list, list]:
     """A scan equation's inputs (or anything aligned with them) split into consts, carry
     and xs: JAX <= 0.11 counts the groups (``num_consts``, ``num_carry``), JAX 0.12 holds
@@ -167,7 +250,7 @@ def _walker_part(closed: ClosedJaxpr, flat: Array) -> ClosedJaxpr:
     known = dict(zip(jaxpr.constvars, closed.consts, strict=True))
     depends = set(jaxpr.invars)
     walker_eqns = []
-    for eqn in jaxpr.eqns:
+    for eqn in _live(jaxpr):
         if any(not isinstance(v, Literal) and v in depends for v in eqn.invars):
             depends.update(eqn.outvars)
             walker_eqns.append(eqn)
@@ -184,6 +267,18 @@ def _walker_part(closed: ClosedJaxpr, flat: Array) -> ClosedJaxpr:
         return [_read(env, v) for v in jaxpr.outvars]
 
     return jax.make_jaxpr(run)(flat)
+
+
+def _live(jaxpr) -> list:
+    """The equations of ``jaxpr`` whose outputs are used (or that have effects), in order:
+    ``_split_dot`` leaves the concatenations it splits unused."""
+    used = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
+    live = []
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(v in used for v in eqn.outvars):
+            live.append(eqn)
+            used.update(v for v in eqn.invars if not isinstance(v, Literal))
+    return live[::-1]
 
 
 _NO_MESH = jax.sharding.AbstractMesh((), ())
