@@ -2,6 +2,7 @@
 
     python benchmarks/forces_scan.py [--system H2] [--bonds 1.25,1.30,1.35,1.40]
                                      [--train-steps 1000] [--eval-steps 2000] [--out DIR]
+                                     [--ecp ccecp] [--reference]
 
 Trains the default network at each bond length of a diatomic (first atom at the origin,
 second on +z), evaluates every run with forces, and prints per geometry the evaluated
@@ -11,6 +12,12 @@ part), then, at each inner bond length, the central difference
 their difference in combined error bars. Each training is its own optimisation, so the
 finite difference also carries how far each is from its optimum.
 A run directory already holding a finished training and evaluation is reused.
+``--ecp`` trains with effective core potentials (``--system LiH --ecp ccecp``: two valence
+electrons); ``--reference`` adds, at every bond length, pyscf's derivative -dE/dR of
+CCSD (full CI for two electrons; central difference over +-0.005 bohr) with the same ECP
+in the ECP's QZ and 5Z valence bases (cc-pVQZ / cc-pV5Z on atoms without ECP): exact for
+two electrons up to the basis, so the force is checked against pyscf rather than against
+psijax's own energies.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ def run_geometry(atoms, bond, args) -> dict:
         t = time.perf_counter()
         psijax.train(
             system=f"{atoms[0]} 0 0 0; {atoms[1]} 0 0 {bond}", steps=args.train_steps,
-            out=str(out), progress=False, force=True, seed=args.seed,
+            out=str(out), progress=False, force=True, seed=args.seed, ecp=args.ecp,
         )  # fmt: skip
         t_train = time.perf_counter() - t
         t = time.perf_counter()
@@ -52,6 +59,29 @@ def run_geometry(atoms, bond, args) -> dict:
     )  # fmt: skip
 
 
+def reference_force(atoms, bond: float, ecp: str, cardinal: str, h: float = 0.005) -> float:
+    """-dE/dR of pyscf's CCSD (full CI for two electrons) with ``ecp`` on every atom the
+    table has a core for, in that ECP's ``cardinal`` (QZ, 5Z) valence basis, the
+    all-electron cc basis on the others; the central difference over +-h bohr."""
+    from pyscf import cc, gto, scf
+
+    from psijax.system import ecp as tables
+
+    def energy(r: float) -> float:
+        with_core = [
+            a for a in atoms if (tables.load(ecp, a) or None) and tables.load(ecp, a).n_core
+        ]
+        mol = gto.M(
+            atom=f"{atoms[0]} 0 0 0; {atoms[1]} 0 0 {r}", unit="bohr", verbose=0,
+            ecp={a: ecp for a in with_core},
+            basis={a: f"{ecp}-cc-pv{cardinal}" if a in with_core else f"cc-pv{cardinal}"
+                   for a in atoms},
+        )  # fmt: skip
+        return float(cc.CCSD(scf.RHF(mol).run()).run().e_tot)
+
+    return -(energy(bond + h) - energy(bond - h)) / (2 * h)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", default="H2", choices=sorted(DIATOMICS))
@@ -60,6 +90,12 @@ def main() -> None:
     parser.add_argument("--eval-steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/forces_scan")
+    parser.add_argument("--ecp", default=None, help="e.g. ccecp")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="pyscf's full-CI -dE/dR at every bond (two valence electrons)",
+    )
     args = parser.parse_args()
     bonds = [float(b) for b in args.bonds.split(",")]
     load = os.getloadavg()[0]
@@ -75,6 +111,15 @@ def main() -> None:
     for r in rows:
         print(f"| {r['bond']:.3f} | {r['energy'][0]:.6f}({1e6 * r['energy'][1]:.0f}e-6) | "
               f"{fmt(r['force'])} | {fmt(r['hf'])} | {fmt(r['force_a'])} |")  # fmt: skip
+    if args.reference:
+        print("\n| R (bohr) | force on 2nd nucleus (mHa/bohr) | pyscf -dE/dR, QZ | 5Z "
+              "| force - 5Z / error |")  # fmt: skip
+        print("|---|---|---|---|---|")
+        for r in rows:
+            qz, fz = (1000 * reference_force(DIATOMICS[args.system], r["bond"], args.ecp, c)
+                      for c in ("qz", "5z"))  # fmt: skip
+            print(f"| {r['bond']:.3f} | {fmt(r['force'])} | {qz:+.2f} | {fz:+.2f} | "
+                  f"{(1000 * r['force'][0] - fz) / (1000 * r['force'][1]):+.1f} |")  # fmt: skip
     print()
     print("| R (bohr) | -dE/dR, central difference (mHa/bohr) | force (mHa/bohr) | "
           "difference / combined error |")  # fmt: skip
