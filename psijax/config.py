@@ -39,6 +39,7 @@ class Config:
     ecp: str | None = None  # effective core potentials: "ccecp", or "Cl:ccecp Na:ccecp"
     ecp_quadrature: int = 12  # points of the nonlocal ECP term's quadrature on the sphere
     ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
+    ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int = 256
@@ -130,6 +131,11 @@ class Config:
                 f"ecp_quadrature={self.ecp_quadrature} has no rule; use one of "
                 f"{', '.join(map(str, ECP_QUADRATURES))} (points on the sphere)"
             )
+        if not self.ecp_soft_core >= 0:
+            raise InputError(
+                f"ecp_soft_core={self.ecp_soft_core} must be >= 0; give the softening of the "
+                "distances to ECP nuclei in bohr (0: none)"
+            )
         if self.ecp_neighbours is not None and self.ecp_neighbours < 0:
             raise InputError(
                 f"ecp_neighbours={self.ecp_neighbours} must be >= 0; give how many electrons "
@@ -152,7 +158,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature", "ecp_neighbours"),
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
-        "layer_norm", "jastrow", "determinants", "full_det", "states",
+        "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
     ),
     "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": (
@@ -180,7 +186,7 @@ ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
-    "states": 1, "ecp_neighbours": None,
+    "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0,
 }  # fmt: skip
 
 
@@ -251,6 +257,12 @@ def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
 def load(path: str | Path, base: Config | None = None) -> Config:
     """Read a TOML (.toml) or JSON (.json) config file."""
     return from_dict(read_values(path), base)
+
+
+def load_saved(path: str | Path) -> Config:
+    """The config a run saved (its config.json): a field it lacks was added later, and the
+    run was made with that field's value of then (``ADDED_LATER``), not today's default."""
+    return from_dict({**ADDED_LATER, **read_values(path)})
 
 
 def read_values(path: str | Path) -> dict[str, Any]:

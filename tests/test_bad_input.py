@@ -175,6 +175,8 @@ CASES = [
          "ecp_quadrature=7 has no rule", "use one of 4, 6, 12, 18, 26"),
     Case("ecp-neighbours-negative", flags("--ecp-neighbours", "-3"),
          "ecp_neighbours=-3 must be >= 0", "(0: all) or unset it"),
+    Case("ecp-soft-core-negative", flags("--ecp-soft-core", "-0.1"),
+         "ecp_soft_core=-0.1 must be >= 0", "in bohr (0: none)"),
     # ------------------------------------------------------------ molecule: presets, .xyz
     Case("unknown-preset", flags("--system", "Unobtainium"), "'Unobtainium' is neither a preset",
          "use one of those"),

@@ -97,3 +97,10 @@ def _jitted_init(net: MolecularAnsatz, key: Array, dtype) -> Params:
 def nuclei_of(molecule) -> tuple[tuple[float, float, float], ...]:
     """The nuclear positions of a ``psijax.Molecule`` as the static field an ansatz holds."""
     return tuple(map(tuple, molecule.nuclear_positions.tolist()))
+
+
+def soft_core_of(molecule, config) -> tuple[float, ...]:
+    """``config.ecp_soft_core`` for every atom whose core an ECP replaces, 0 for the others;
+    empty when no atom is softened."""
+    soft = tuple(float(config.ecp_soft_core) if core else 0.0 for core in molecule.core_electrons)
+    return soft if any(soft) else ()

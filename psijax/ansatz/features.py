@@ -1,7 +1,9 @@
 """Input features every ansatz starts from, for one walker ``r: [n, 3]``.
 
 Distances are rescaled by log(1 + r) / r so that far electrons do not saturate the
-network, the scaling FermiNet and PsiFormer share. Electron-electron distances use a
+network, the scaling FermiNet and PsiFormer share. Distances to a nucleus with an
+effective core potential are softened (``soft_core``): the valence wavefunction has no
+cusp there, and |r - R|'s kink would have to be learnt away. Electron-electron distances use a
 shifted diagonal so that their gradient exists where r_ii = 0.
 """
 
@@ -22,12 +24,20 @@ def nuclei_array(nuclei, dtype) -> Array:
     return jnp.asarray(np.asarray(nuclei), dtype)
 
 
-def electron_nucleus(r: Array, nuclei: Array) -> tuple[Array, Array]:
+def electron_nucleus(
+    r: Array, nuclei: Array, soft_core: tuple[float, ...] = ()
+) -> tuple[Array, Array]:
     """Rescaled vectors and distances to each nucleus, ``[n, 4 * atoms]``, and the plain
-    distances ``[n, atoms]`` (for the envelopes)."""
+    distances ``[n, atoms]`` (for the envelopes). ``soft_core`` (bohr, one per atom, or
+    empty): the distance to that nucleus is sqrt(|r - R|^2 + a^2), smooth at R, for a
+    nucleus without a cusp (an effective core potential's)."""
     n = r.shape[0]
     ae = r[:, None, :] - nuclei[None, :, :]  # [n, atoms, 3]
-    r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
+    if any(soft_core):
+        a2 = jnp.asarray(np.square(soft_core), r.dtype)[None, :, None]
+        r_ae = jnp.sqrt(jnp.sum(ae * ae, axis=-1, keepdims=True) + a2)
+    else:
+        r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
     scale = jnp.log1p(r_ae) / r_ae
     h1 = jnp.concatenate([ae * scale, r_ae * scale], axis=-1).reshape(n, -1)
     return h1, r_ae[..., 0]

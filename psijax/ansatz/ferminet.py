@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.base import MolecularAnsatz, nuclei_of
+from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
 
 
@@ -31,6 +31,8 @@ class FermiNet(MolecularAnsatz):
         n_determinants: number of determinants summed in psi.
         full_det: one N x N determinant per term (True), or the product of an
             up and a down determinant (False).
+        soft_core: per atom, the softening (bohr) of its distances (effective core
+            potentials; empty: none).
     """
 
     n_up: int
@@ -39,6 +41,7 @@ class FermiNet(MolecularAnsatz):
     layers: tuple[tuple[int, int], ...] = ((64, 16), (64, 16), (64, 16))
     n_determinants: int = 8
     full_det: bool = True
+    soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
 
     # ----------------------------------------------------------------- init
 
@@ -74,7 +77,9 @@ class FermiNet(MolecularAnsatz):
 
     def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
         """Final one-electron features and the electron-nucleus distances [n, atoms]."""
-        h1, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
+        h1, r_ae = features.electron_nucleus(
+            r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
+        )
         h2, _ = features.electron_electron(r)
         for layer in params["layers"]:
             mixed = self._mix(h1, h2)
@@ -120,4 +125,5 @@ def from_config(molecule, config) -> FermiNet:
     return FermiNet(
         molecule.n_up, molecule.n_down, nuclei_of(molecule),
         layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
+        soft_core=soft_core_of(molecule, config),
     )  # fmt: skip

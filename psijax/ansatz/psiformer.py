@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, head
-from psijax.ansatz.base import MolecularAnsatz, nuclei_of
+from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
 
 
@@ -42,6 +42,8 @@ class PsiFormer(MolecularAnsatz):
         n_determinants, full_det: as in the orbital head.
         layer_norm: LayerNorm before attention and before the MLP.
         jastrow: multiply psi by the electron-electron cusp Jastrow factor.
+        soft_core: per atom, the softening (bohr) of its distances (effective core
+            potentials; empty: none).
     """
 
     n_up: int
@@ -54,6 +56,7 @@ class PsiFormer(MolecularAnsatz):
     full_det: bool = True
     layer_norm: bool = False
     jastrow: bool = True
+    soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
 
     @property
     def model_dim(self) -> int:
@@ -96,7 +99,9 @@ class PsiFormer(MolecularAnsatz):
     # ------------------------------------------------------------- features
     def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
         """Final electron features [n, model_dim] and electron-nucleus distances [n, atoms]."""
-        h_ae, r_ae = features.electron_nucleus(r, features.nuclei_array(self.nuclei, r.dtype))
+        h_ae, r_ae = features.electron_nucleus(
+            r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
+        )
         # [h_ae, spin] @ W written as h_ae @ W[:-1] + spin W[-1]: concatenating a constant
         # column to the walker's features would stop folx's sparsity tracking here.
         spin = jnp.where(jnp.arange(self.n_up + self.n_down) < self.n_up, 1.0, -1.0)
@@ -166,4 +171,5 @@ def from_config(molecule, config) -> PsiFormer:
         layers=config.attention_layers, heads=config.attention_heads,
         head_dim=config.attention_head_dim, n_determinants=config.determinants,
         full_det=config.full_det, layer_norm=config.layer_norm, jastrow=config.jastrow,
+        soft_core=soft_core_of(molecule, config),
     )  # fmt: skip

@@ -32,6 +32,8 @@ HELP = {
     "ecp_quadrature": "points of the nonlocal ECP term's quadrature on the sphere",
     "ecp_neighbours": "electrons each ECP nucleus moves onto its sphere, the nearest "
     "(default: from the geometry; 0: all)",
+    "ecp_soft_core": "bohr: the networks' distances to ECP nuclei become sqrt(r^2 + a^2), "
+    "smooth where the valence wavefunction has no cusp (0: plain |r - R|)",
     "basis": "basis for Hartree-Fock pretraining",
     "steps": "training steps",
     "walkers": "walkers (a multiple of the device count)",

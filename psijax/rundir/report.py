@@ -160,7 +160,7 @@ def report(run: str | Path) -> str:
         raise InputError(
             f"{str(run)!r} holds no psijax run (no config.json); give the --out of a training run"
         )
-    config = config_lib.load(run / "config.json")
+    config = config_lib.load_saved(run / "config.json")
     molecule = system.for_config(config)
     train_rows = read_rows(run / "metrics.csv") if (run / "metrics.csv").is_file() else []
     eval_dir = run / "eval"

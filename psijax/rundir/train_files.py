@@ -64,7 +64,7 @@ def read_config(out: Path) -> config_lib.Config:
             f"{str(out)!r} holds no psijax run to resume (no config.json); start a new run "
             "with --out instead of --resume"
         )
-    return config_lib.load(path)
+    return config_lib.load_saved(path)
 
 
 class RunWriter:

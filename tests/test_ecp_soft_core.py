@@ -1,0 +1,64 @@
+"""Distances to ECP nuclei are softened in the networks' features and envelopes: the
+valence wavefunction of an effective core potential has no cusp, and |r - R|'s kink would
+give the kinetic energy a 1/r spike at the nucleus that the network must learn away."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from psijax import config as config_lib
+from psijax import laplacian, registry, system
+from psijax.ansatz.base import soft_core_of
+from psijax.config import Config
+
+
+def test_only_atoms_with_an_ecp_core_are_softened():
+    config = Config(ecp="ccecp")
+    assert soft_core_of(system.resolve("C 0 0 0", spin=2, ecp="ccecp"), config) == (0.2,)
+    lih = system.resolve("Li 0 0 0; H 0 0 3.015", ecp="ccecp")
+    assert soft_core_of(lih, config) == (0.2, 0.0)
+    assert soft_core_of(system.resolve("LiH"), Config()) == ()
+    assert soft_core_of(lih, dataclasses.replace(config, ecp_soft_core=0.0)) == ()
+    assert registry.ansatz(lih, config).soft_core == (0.2, 0.0)
+
+
+@pytest.mark.parametrize("ansatz", ["ferminet", "psiformer"])
+def test_the_kinetic_energy_has_no_spike_at_a_softened_nucleus(ansatz):
+    """One electron approaching the carbon nucleus (ccECP) along a line, float64: with the
+    plain distance r * lap log|psi| tends to a nonzero constant (the kink's 1/r), with the
+    softened one the Laplacian converges."""
+    with jax.enable_x64(True):
+        molecule = system.resolve("C 0 0 0", spin=2, ecp="ccecp")
+        config = Config(ansatz=ansatz, ecp="ccecp", layers=((8, 4),), determinants=2,
+                        attention_layers=1, attention_head_dim=4)  # fmt: skip
+        soft = registry.ansatz(molecule, config)
+        plain = dataclasses.replace(soft, soft_core=())
+        params = soft.init(jax.random.PRNGKey(0), jnp.float64)
+        others = jnp.asarray(np.random.default_rng(1).normal(size=(3, 3)))
+        direction = jnp.asarray([0.6, 0.0, 0.8])
+
+        def lap(net, distance):
+            r = jnp.concatenate([distance * direction[None], others])
+            _, _, value = laplacian.Hessian()(lambda x: net.log_abs(params, x))(r)
+            return float(value)
+
+        near, nearer = 1e-4, 1e-5
+        plain_ratio = lap(plain, nearer) / lap(plain, near)
+        assert 5 < plain_ratio < 15  # ~ 1/r: the kink
+        assert lap(soft, nearer) == pytest.approx(lap(soft, near), rel=1e-3)
+
+
+def test_a_run_saved_before_the_softening_existed_loads_without_it(tmp_path):
+    """A run's config.json without ``ecp_soft_core`` was trained with plain distances:
+    reading it back gives 0 (the checkpoint's network), not today's default."""
+    values = config_lib.to_dict(Config(ecp="ccecp", system="C 0 0 0", spin=2))
+    values.pop("ecp_soft_core")
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    assert config_lib.load_saved(tmp_path / "config.json").ecp_soft_core == 0.0
+    assert config_lib.load(tmp_path / "config.json").ecp_soft_core == 0.2
