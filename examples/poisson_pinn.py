@@ -92,8 +92,10 @@ def train(dim: int, steps: int, points: int, width: int, operator: str, seed: in
     point_sharding = NamedSharding(mesh, P("points"))
 
     @jax.jit
-    def step(params, opt_state, key):
-        xs = jax.random.uniform(key, (points, dim))
+    def step(params, opt_state, key, i):
+        # the step's key is derived inside the program: the loop below dispatches one
+        # program per step and nothing else
+        xs = jax.random.uniform(jax.random.fold_in(key, i), (points, dim))
         xs = jax.lax.with_sharding_constraint(xs, point_sharding)
         value, grads = sharded_grad(params, xs)
         updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -105,7 +107,7 @@ def train(dim: int, steps: int, points: int, width: int, operator: str, seed: in
         opt_state = optimizer.init(params)
         start = time.perf_counter()
         for i in range(steps):
-            params, opt_state, value = step(params, opt_state, jax.random.fold_in(key, i))
+            params, opt_state, value = step(params, opt_state, key, i)
             if (i + 1) % max(steps // 10, 1) == 0:
                 print(f"step {i + 1:5d}  loss {float(value):.3e}", flush=True)
         seconds = time.perf_counter() - start

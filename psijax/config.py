@@ -200,6 +200,8 @@ def pretrain_limit(config: Config) -> int:
 def identity(config: Config) -> dict[str, Any]:
     """The fields a checkpoint must share with the run that resumes it."""
     values = {name: getattr(config, name) for name in IDENTITY}
+    if config.ecp is None:  # without ECP atoms the softening changes nothing
+        values.pop("ecp_soft_core")
     return {k: v for k, v in values.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 

@@ -60,5 +60,10 @@ def test_a_run_saved_before_the_softening_existed_loads_without_it(tmp_path):
     values = config_lib.to_dict(Config(ecp="ccecp", system="C 0 0 0", spin=2))
     values.pop("ecp_soft_core")
     (tmp_path / "config.json").write_text(json.dumps(values))
-    assert config_lib.load_saved(tmp_path / "config.json").ecp_soft_core == 0.0
+    old = config_lib.load_saved(tmp_path / "config.json")
+    assert old.ecp_soft_core == 0.0
     assert config_lib.load(tmp_path / "config.json").ecp_soft_core == 0.2
+    # its checkpoint's identity (written without the field) is the identity it reads back
+    assert "ecp_soft_core" not in config_lib.identity(old)
+    assert config_lib.identity(dataclasses.replace(old, ecp_soft_core=0.2))["ecp_soft_core"] == 0.2
+    assert "ecp_soft_core" not in config_lib.identity(Config())  # no ECP: it changes nothing
