@@ -121,7 +121,12 @@ def train(dim: int, steps: int, points: int, width: int, operator: str, seed: in
 
 
 if __name__ == "__main__":
+    import os
+    import sys
+
     import jax
 
-    jax.config.update("jax_num_cpu_devices", N_DEVICES)
-    main()
+    # fake CPU devices, 4 unless PSIJAX_EXAMPLE_DEVICES says (docs/compatibility.md #11)
+    devices = int(os.environ.get("PSIJAX_EXAMPLE_DEVICES", N_DEVICES))
+    jax.config.update("jax_num_cpu_devices", devices)
+    main(sys.argv[1:])
