@@ -59,7 +59,7 @@ def test_evaluate_writes_eval_and_never_touches_the_training_files(tmp_path):
     assert {k: v for k, v in after.items() if not k.startswith("eval/")} == before
     out = run / "eval"
     assert sorted(p.name for p in out.iterdir()) == [
-        "checkpoints", "eval.png", "metrics.csv", "summary.json", "walkers.h5"
+        ".psijax.lock", "checkpoints", "eval.png", "metrics.csv", "summary.json", "walkers.h5"
     ]  # fmt: skip
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))

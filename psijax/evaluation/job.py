@@ -39,7 +39,7 @@ from psijax.parallel.batching import auto_chunk
 from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, step_watch
 from psijax.run.progress import EvalProgress
-from psijax.rundir import checkpoint, eval_files, report
+from psijax.rundir import checkpoint, eval_files, lock, report
 from psijax.statistics import Estimate, StopRule
 from psijax.training import memory
 from psijax.wavefunction import check_run, load
@@ -64,7 +64,7 @@ def check_eval_dir(run: Path, force: bool) -> Path:
     out = run / EVAL_DIR
     if out.exists() and not out.is_dir():
         raise InputError(f"{str(out)!r} is a file, not a directory; move it away")
-    if out.is_dir() and any(out.iterdir()) and not force:
+    if out.is_dir() and any(p.name != lock.NAME for p in out.iterdir()) and not force:
         raise InputError(
             f"{str(out)!r} already holds an evaluation; pass --force to replace it, or "
             f"reprint it with psijax report {run}"
@@ -162,114 +162,120 @@ def evaluate(
         columns = observables_lib.columns(energy, observed)
     # ---- every input is checked; from here on files are written (process 0 only)
     lead = jax.process_index() == 0
-    if lead and out.is_dir() and not resume:
-        shutil.rmtree(out)
-    chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
-    budget = memory.budget()  # a collective with several processes: on this thread
-    if state is None:
-        saved_walkers = np.asarray(parallel.to_host(wf.walkers))
-        state = eval_step.initial_state(
-            log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
+    # one evaluation of a run at a time (psijax.rundir.lock)
+    with lock.holding(out / lock.NAME, f"evaluation of {str(run)!r}", enabled=lead):
+        if lead and not resume:  # a new evaluation replaces the old one's files
+            for path in out.iterdir():
+                if path.name != lock.NAME:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
+        budget = memory.budget()  # a collective with several processes: on this thread
+        if state is None:
+            saved_walkers = np.asarray(parallel.to_host(wf.walkers))
+            state = eval_step.initial_state(
+                log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
+            )
+        show = EvalProgress(settings.steps, enabled=progress and lead)
+        if settings.burn_in and not resume:
+            show.phase("re-equilibrating the walkers", settings.burn_in)
+            sampler = registry.sampler(wf.config)
+            equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
+            state = equilibrate(wf.params, state, settings.burn_in)
+        build = lambda chunk_size: eval_step.make_eval_step(
+            log_abs,
+            local_values,
+            registry.sampler(wf.config, adapt=False),
+            mesh,
+            chunk_size,
+            functools.partial(observables_lib.combine, observed),
+            random=energy.needs_key,
+            positions=settings.save_positions,
         )
-    show = EvalProgress(settings.steps, enabled=progress and lead)
-    if settings.burn_in and not resume:
-        show.phase("re-equilibrating the walkers", settings.burn_in)
-        sampler = registry.sampler(wf.config)
-        equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
-        state = equilibrate(wf.params, state, settings.burn_in)
-    build = lambda chunk_size: eval_step.make_eval_step(
-        log_abs,
-        local_values,
-        registry.sampler(wf.config, adapt=False),
-        mesh,
-        chunk_size,
-        functools.partial(observables_lib.combine, observed),
-        random=energy.needs_key,
-        positions=settings.save_positions,
-    )
-    # before the loop, whose watch times every step; within the device's memory
-    step, chunk = memory.compile_evaluation(
-        build, chunk, (wf.params, state), budget, walkers=n_walkers,
-        devices=mesh.devices.size, kept=wf.config.chunk_size is not None, note=show.note,
-    )  # fmt: skip
-    writer = eval_files.EvalWriter(
-        out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
-        resume_step=start if resume else None,
-    )  # fmt: skip
-    static = {
-        "run": str(run),
-        "system": wf.config.system,
-        "checkpoint_step": wf.step,
-        "walkers": n_walkers,
-        "burn_in_steps": settings.burn_in,
-        "mcmc_moves": wf.config.mcmc_moves,
-        "devices": int(mesh.devices.size),
-        "processes": jax.process_count(),
-        "target_error": settings.target_error,
-        "max_steps": settings.steps,
-        "seed": settings.seed,
-        "observables": list(settings.observables),
-        "positions": settings.save_positions,
-    }
-    writer.start(static)
-    energies: list[float] = [r["energy"] for r in writer.rows]
-    first: list[float] = []  # when the first step of this call was done
+        # before the loop, whose watch times every step; within the device's memory
+        step, chunk = memory.compile_evaluation(
+            build, chunk, (wf.params, state), budget, walkers=n_walkers,
+            devices=mesh.devices.size, kept=wf.config.chunk_size is not None, note=show.note,
+        )  # fmt: skip
+        writer = eval_files.EvalWriter(
+            out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
+            resume_step=start if resume else None,
+        )  # fmt: skip
+        static = {
+            "run": str(run),
+            "system": wf.config.system,
+            "checkpoint_step": wf.step,
+            "walkers": n_walkers,
+            "burn_in_steps": settings.burn_in,
+            "mcmc_moves": wf.config.mcmc_moves,
+            "devices": int(mesh.devices.size),
+            "processes": jax.process_count(),
+            "target_error": settings.target_error,
+            "max_steps": settings.steps,
+            "seed": settings.seed,
+            "observables": list(settings.observables),
+            "positions": settings.save_positions,
+        }
+        writer.start(static)
+        energies: list[float] = [r["energy"] for r in writer.rows]
+        first: list[float] = []  # when the first step of this call was done
 
-    def on_metrics(i: int, m: dict) -> None:
-        if not first:
-            first.append(time.perf_counter())
-        means = {k: v for k, v in m.items() if k not in eval_step.PER_WALKER}
-        energies.append(means["energy"])
-        seconds = time.perf_counter() - started
-        writer.row(i, means, m["local_energy"], m.get("positions"), seconds)
-        show.step(i, means, energies)
+        def on_metrics(i: int, m: dict) -> None:
+            if not first:
+                first.append(time.perf_counter())
+            means = {k: v for k, v in m.items() if k not in eval_step.PER_WALKER}
+            energies.append(means["energy"])
+            seconds = time.perf_counter() - started
+            writer.row(i, means, m["local_energy"], m.get("positions"), seconds)
+            show.step(i, means, energies)
 
-    saver = checkpoint.Checkpoints(out, keep=KEEP_CHECKPOINTS)
-    resume_command = f"psijax evaluate {run} --resume"
-    watch = step_watch(
-        out, start, writer.flush, resume_command,
-        wf.config.stall_timeout if stall_timeout is None else stall_timeout,
-    )  # fmt: skip
-    with StopSignals() as signals, watch:
-        loop = HostLoop(
-            step=lambda s: step(wf.params, s),
-            n_steps=settings.steps,
-            on_metrics=on_metrics,
-            checkpoints=saver,
-            identity=identity,
-            policy=CheckpointPolicy(settings.checkpoint_every, keep=KEEP_CHECKPOINTS),
-            max_rejected=wf.config.max_rejected,
-            rejection=REJECTION,
-            signals=signals,
-            watch=watch,
-            resume=resume_command,
-            before_save=writer.flush,
-            converged=_stop_rule(settings.target_error, energies),
-        )
-        show.phase("evaluating", settings.steps, start=start)
-        try:
-            state = loop.run(state, start)
-        finally:
-            show.close()
-            writer.close()
-            saver.close()
-    n_done = len(energies)
-    rate = None
-    if first and n_done - start > 1:
-        rate = n_walkers * (n_done - start - 1) / max(time.perf_counter() - first[0], 1e-9)
-    info = {
-        **static,
-        "steps": n_done,
-        "width": float(np.asarray(parallel.to_host(state.width))),
-        "reached_target": None if settings.target_error is None else loop.converged_at is not None,
-        "seconds": round(time.perf_counter() - started, 2),
-        "walker_steps_per_second": None if rate is None else round(rate, 1),
-    }
-    summary, estimates = report.finish(
-        out, wf.run, wf.config.system, writer.columns, observed, writer.rows, info,
-        units=dict.fromkeys(energy.columns, "Ha"), enabled=lead,
-    )  # fmt: skip
-    return EvalResult(estimates, summary, np.asarray(energies), out, info["reached_target"])
+        saver = checkpoint.Checkpoints(out, keep=KEEP_CHECKPOINTS)
+        resume_command = f"psijax evaluate {run} --resume"
+        watch = step_watch(
+            out, start, writer.flush, resume_command,
+            wf.config.stall_timeout if stall_timeout is None else stall_timeout,
+        )  # fmt: skip
+        with StopSignals() as signals, watch:
+            loop = HostLoop(
+                step=lambda s: step(wf.params, s),
+                n_steps=settings.steps,
+                on_metrics=on_metrics,
+                checkpoints=saver,
+                identity=identity,
+                policy=CheckpointPolicy(settings.checkpoint_every, keep=KEEP_CHECKPOINTS),
+                max_rejected=wf.config.max_rejected,
+                rejection=REJECTION,
+                signals=signals,
+                watch=watch,
+                resume=resume_command,
+                before_save=writer.flush,
+                converged=_stop_rule(settings.target_error, energies),
+            )
+            show.phase("evaluating", settings.steps, start=start)
+            try:
+                state = loop.run(state, start)
+            finally:
+                show.close()
+                writer.close()
+                saver.close()
+        n_done = len(energies)
+        rate = None
+        if first and n_done - start > 1:
+            rate = n_walkers * (n_done - start - 1) / max(time.perf_counter() - first[0], 1e-9)
+        info = {
+            **static,
+            "steps": n_done,
+            "width": float(np.asarray(parallel.to_host(state.width))),
+            "reached_target": (
+                None if settings.target_error is None else loop.converged_at is not None
+            ),
+            "seconds": round(time.perf_counter() - started, 2),
+            "walker_steps_per_second": None if rate is None else round(rate, 1),
+        }
+        summary, estimates = report.finish(
+            out, wf.run, wf.config.system, writer.columns, observed, writer.rows, info,
+            units=dict.fromkeys(energy.columns, "Ha"), enabled=lead,
+        )  # fmt: skip
+        return EvalResult(estimates, summary, np.asarray(energies), out, info["reached_target"])
 
 
 def _stop_rule(target_error: float | None, energies: list[float]):

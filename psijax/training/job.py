@@ -32,7 +32,7 @@ from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
 from psijax.run.progress import Progress
 from psijax.run.watch import StepWatch
-from psijax.rundir import checkpoint, train_files
+from psijax.rundir import checkpoint, lock, train_files
 from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
 from psijax.statistics import states as state_stats
@@ -160,98 +160,103 @@ def train(
     start = 0 if state is None else int(parallel.to_host(state.step))
 
     # ---- every input is checked; from here on files are written
-    writer = train_files.RunWriter(
-        out, molecule, config, resume_step=start, resuming=resume, enabled=lead
-    )
-    estimators = estimators_lib.for_states(k)
-    show.follow(writer.energies)  # the running estimate includes a resumed run's rows
-    checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
-    resume_command = f"psijax train --resume {out}"
-    watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
-    with StopSignals() as signals, watch:
-        build = lambda settings: make_step(
-            net.log_abs, local_energy, optimizer, settings, mesh, template, sampler, estimators
+    # (one process at a time: psijax.rundir.lock)
+    with lock.holding(out / lock.NAME, f"training run in {str(out)!r}", enabled=lead):
+        writer = train_files.RunWriter(
+            out, molecule, config, resume_step=start, resuming=resume, enabled=lead
         )
-        # Compile the step (the largest launch cost) while pretraining and burn-in run,
-        # within the memory one device can give it (psijax.training.memory).
-        budget = memory.budget()  # a collective with several processes: here, not below
-        notes: list[str] = []  # the compiler thread's, shown from this one
-        fresh = state is None
-        show.note("compiling the training step" + " (in the background)" * fresh)
-        t_compile = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            compiling = pool.submit(_timed, lambda: memory.compile_within(
-                build, step_config(config), template, budget, config=config, mesh=mesh,
-                optimizer=optimizer, note=notes.append,
-            ))  # fmt: skip
-            if fresh:
-                state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show, watch)
-                if not compiling.done():
-                    show.note("waiting for the compiler")
-            (step, _), compiled_at = compiling.result()
-        for line in notes:
-            show.note(line)
-        show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
-
-        def on_metrics(i: int, m: dict[str, float]) -> None:
-            if k > 1:
-                m = m | state_stats.step_energies(m, k)
-            writer.row(i, m, time.perf_counter() - started)
-            show.step(i, m)
-            if on_step is not None and lead:
-                on_step(i, m)
-
-        loop = HostLoop(
-            step=step,
-            n_steps=config.steps,
-            on_metrics=on_metrics,
-            checkpoints=checkpoints,
-            identity=identity,
-            policy=CheckpointPolicy(
-                config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
-            ),
-            max_rejected=config.max_rejected,
-            signals=signals,
-            watch=watch,
-            resume=resume_command,
-            before_save=writer.flush,
-            converged=_stop_rule(config, writer.energies),
-        )
-        show.phase("training", config.steps, start=start)
-        if config.target_error is not None:
-            show.note(
-                f"stopping early once the energy's error bar is below {config.target_error:g} Ha"
-                " and it no longer drifts (psijax.statistics.stopping)"
+        estimators = estimators_lib.for_states(k)
+        show.follow(writer.energies)  # the running estimate includes a resumed run's rows
+        checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
+        resume_command = f"psijax train --resume {out}"
+        watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
+        with StopSignals() as signals, watch:
+            build = lambda settings: make_step(
+                net.log_abs, local_energy, optimizer, settings, mesh, template, sampler, estimators
             )
-        try:
-            state = loop.run(state, start)
-        finally:
-            show.close()
-            writer.close()
-            if checkpoints is not None:
-                checkpoints.close()
+            # Compile the step (the largest launch cost) while pretraining and burn-in run,
+            # within the memory one device can give it (psijax.training.memory).
+            budget = memory.budget()  # a collective with several processes: here, not below
+            notes: list[str] = []  # the compiler thread's, shown from this one
+            fresh = state is None
+            show.note("compiling the training step" + " (in the background)" * fresh)
+            t_compile = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                compiling = pool.submit(_timed, lambda: memory.compile_within(
+                    build, step_config(config), template, budget, config=config, mesh=mesh,
+                    optimizer=optimizer, note=notes.append,
+                ))  # fmt: skip
+                if fresh:
+                    state = fresh_state(
+                        net, optimizer, sampler, molecule, config, mesh, show, watch
+                    )
+                    if not compiling.done():
+                        show.note("waiting for the compiler")
+                (step, _), compiled_at = compiling.result()
+            for line in notes:
+                show.note(line)
+            show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
 
-    if loop.converged_at is not None:
-        show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
-    energies = np.asarray(writer.energies)
-    finite = energies[np.isfinite(energies)]
-    if finite.size < 2:
-        raise InputError("fewer than two finite energies; run more steps")
-    estimate = tail_estimate(finite, config.eval_fraction)
-    per_state = None
-    if k > 1:
-        per_state = state_stats.tail(writer.matrices, config.eval_fraction)
-        show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
-    seconds = time.perf_counter() - started
-    result = TrainResult(
-        molecule, estimate, molecule.exact_energy if k == 1 else None, energies, state.params,
-        seconds, out, config=config, network=net, converged_at=loop.converged_at,
-        states=per_state,
-    )  # fmt: skip
-    writer.finish(
-        estimate, energies, seconds, config, converged_at=loop.converged_at, states=per_state
-    )
-    return result
+            def on_metrics(i: int, m: dict[str, float]) -> None:
+                if k > 1:
+                    m = m | state_stats.step_energies(m, k)
+                writer.row(i, m, time.perf_counter() - started)
+                show.step(i, m)
+                if on_step is not None and lead:
+                    on_step(i, m)
+
+            loop = HostLoop(
+                step=step,
+                n_steps=config.steps,
+                on_metrics=on_metrics,
+                checkpoints=checkpoints,
+                identity=identity,
+                policy=CheckpointPolicy(
+                    config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
+                ),
+                max_rejected=config.max_rejected,
+                signals=signals,
+                watch=watch,
+                resume=resume_command,
+                before_save=writer.flush,
+                converged=_stop_rule(config, writer.energies),
+            )
+            show.phase("training", config.steps, start=start)
+            if config.target_error is not None:
+                show.note(
+                    "stopping early once the energy's error bar is below "
+                    f"{config.target_error:g} Ha and it no longer drifts "
+                    "(psijax.statistics.stopping)"
+                )
+            try:
+                state = loop.run(state, start)
+            finally:
+                show.close()
+                writer.close()
+                if checkpoints is not None:
+                    checkpoints.close()
+
+        if loop.converged_at is not None:
+            show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
+        energies = np.asarray(writer.energies)
+        finite = energies[np.isfinite(energies)]
+        if finite.size < 2:
+            raise InputError("fewer than two finite energies; run more steps")
+        estimate = tail_estimate(finite, config.eval_fraction)
+        per_state = None
+        if k > 1:
+            per_state = state_stats.tail(writer.matrices, config.eval_fraction)
+            show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
+        seconds = time.perf_counter() - started
+        result = TrainResult(
+            molecule, estimate, molecule.exact_energy if k == 1 else None, energies, state.params,
+            seconds, out, config=config, network=net, converged_at=loop.converged_at,
+            states=per_state,
+        )  # fmt: skip
+        writer.finish(
+            estimate, energies, seconds, config, converged_at=loop.converged_at, states=per_state
+        )
+        return result
 
 
 def _stop_rule(config: config_lib.Config, energies: list[float]):
