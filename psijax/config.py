@@ -28,6 +28,10 @@ ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
 MAX_STATES = 16  # the step costs K^2 ansatz evaluations per walker
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
+# The default walkers: all-electron runs, and runs with effective core potentials, whose
+# energy needs more walkers per step to see the core region (docs/benchmarks.md,
+# "C: walkers per step").
+WALKERS, ECP_WALKERS = 256, 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Config:
     ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
-    walkers: int = 256
+    walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
     pretrain_steps: int = 200  # at least; more while the loss still falls, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
     burn_in_steps: int = 50
@@ -81,6 +85,8 @@ class Config:
     stall_timeout: float = 120.0
 
     def __post_init__(self) -> None:
+        if self.walkers is None:  # resolved at once: a run's config.json holds the number
+            object.__setattr__(self, "walkers", ECP_WALKERS if self.ecp else WALKERS)
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
         _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
         _positive(self, "clip_scale", "jacobian_blocks")
@@ -243,7 +249,6 @@ def sectioned(config: Config) -> dict[str, dict[str, Any]]:
 def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
     """A Config from ``base`` (defaults) with ``values`` replaced; checks names and types.
     ``values`` may be flat or grouped in section tables (``SECTIONS``)."""
-    base = base or Config()
     values = flatten(values)
     clean = {}
     for name, value in values.items():
@@ -253,7 +258,8 @@ def from_dict(values: dict[str, Any], base: Config | None = None) -> Config:
                 f"unknown config key {name!r}; valid keys are {', '.join(sorted(FIELDS))}"
             )
         clean[key] = _coerce(key, value)
-    return dataclasses.replace(base, **clean)
+    # without a base, defaults that depend on other fields (walkers) follow ``values``
+    return Config(**clean) if base is None else dataclasses.replace(base, **clean)
 
 
 def load(path: str | Path, base: Config | None = None) -> Config:

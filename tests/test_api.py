@@ -4,6 +4,7 @@ generated from the config (every field a flag, the same errors, a dry run writin
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
 
@@ -48,6 +49,20 @@ def test_flags_parse_into_the_same_values_as_a_config_file():
     assert config_lib.from_dict(given) == from_file
     json_layers = build_parser().parse_args(["train", "--layers", "[[16, 4], [8, 2]]"])
     assert json_layers.layers == ((16, 4), (8, 2))
+
+
+def test_walkers_default_to_more_with_effective_core_potentials(tmp_path):
+    assert config_lib.Config().walkers == config_lib.WALKERS
+    assert config_lib.Config(ecp="ccecp").walkers == config_lib.ECP_WALKERS
+    assert make_config(system="C 0 0 0", spin=2, ecp="ccecp").walkers == config_lib.ECP_WALKERS
+    assert make_config(system="C 0 0 0", spin=2, ecp="ccecp", walkers=64).walkers == 64
+    config_file = tmp_path / "c.toml"
+    config_file.write_text('[system]\nsystem = "C 0 0 0"\nspin = 2\necp = "ccecp"\n')
+    assert config_lib.load(config_file).walkers == config_lib.ECP_WALKERS
+    # a saved run keeps the number it wrote, whatever today's default
+    saved = config_lib.to_dict(config_lib.Config(ecp="ccecp", walkers=256))
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert config_lib.load_saved(tmp_path / "config.json").walkers == 256
 
 
 def test_version(capsys):

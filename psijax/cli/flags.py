@@ -84,6 +84,7 @@ UNSET = {
         f"{e.learning_rate:g} for {name}" for name, e in registry.OPTIMIZERS.items()
     ),
     "chunk_size": "automatic",
+    "walkers": f"{config_lib.WALKERS}, or {config_lib.ECP_WALKERS} with --ecp",
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",
