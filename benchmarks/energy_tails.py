@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
 
     wf = psijax.load(args.run)
-    nuclei = np.asarray(wf.molecule.coords, np.float64)
+    nuclei = wf.molecule.nuclear_positions
     clip = wf.config.clip_scale
     print(f"# local-energy tails of {args.run}: {wf.config.system}, step {wf.step}, "
           f"{wf.walkers.shape[0]} walkers, psijax {psijax.__version__}")  # fmt: skip

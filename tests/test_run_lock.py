@@ -83,7 +83,7 @@ def test_a_second_evaluation_of_one_run_is_refused(tmp_path):
     holder = _hold(run / "eval" / lock.NAME)
     try:
         before = snapshot(run)
-        with pytest.raises(InputError, match="writing the evaluation of"):
+        with pytest.raises(InputError, match=r"writing the evaluation of .* then evaluate again"):
             psijax.evaluate(str(run), steps=2, burn_in=0, progress=False, force=True)
         assert snapshot(run) == before
     finally:

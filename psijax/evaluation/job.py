@@ -163,7 +163,9 @@ def evaluate(
     # ---- every input is checked; from here on files are written (process 0 only)
     lead = jax.process_index() == 0
     # one evaluation of a run at a time (psijax.rundir.lock)
-    with lock.holding(out / lock.NAME, f"evaluation of {str(run)!r}", enabled=lead):
+    with lock.holding(
+        out / lock.NAME, f"evaluation of {str(run)!r}", fix="then evaluate again", enabled=lead
+    ):
         if lead and not resume:  # a new evaluation replaces the old one's files
             for path in out.iterdir():
                 if path.name != lock.NAME:

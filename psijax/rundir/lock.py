@@ -24,11 +24,14 @@ NAME = ".psijax.lock"
 
 
 @contextlib.contextmanager
-def holding(path: Path, what: str, *, enabled: bool = True) -> Iterator[None]:
+def holding(
+    path: Path, what: str, *, fix: str = "or choose another --out", enabled: bool = True
+) -> Iterator[None]:
     """Hold the lock file ``path`` (its directory is created) while the block runs.
 
     Raises ``InputError`` at once, before the block, if another process (or another job in
-    this process) holds it. ``what`` names the job in that error ("training run in ...").
+    this process) holds it. ``what`` names the job in that error ("training run in ..."),
+    ``fix`` ends it after "wait for it to end or stop it".
     """
     if not enabled:
         yield
@@ -42,7 +45,7 @@ def holding(path: Path, what: str, *, enabled: bool = True) -> Iterator[None]:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             raise InputError(
                 f"another psijax process ({holder}) is writing the {what}; wait for it to "
-                "end or stop it, or choose another --out"
+                f"end or stop it, {fix}"
             ) from None
         os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
