@@ -47,7 +47,7 @@ class Config:
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
-    pretrain_steps: int = 200  # at least; more while the loss still falls, up to:
+    pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.5%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
     burn_in_steps: int = 50
     optimizer: str = "spring"

@@ -68,6 +68,12 @@ class MolecularAnsatz:
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
 
+    def head_inputs(self, params: Params, r: Array) -> tuple[Array, Array]:
+        """What the orbital head takes for one walker: the final electron features
+        ``[n, width]`` and the electron-nucleus distances ``[n, atoms]`` (pretraining fits
+        the head's projection to them, ``OrbitalHead.fit``)."""
+        return self._features(params, r)
+
     def at(self, nuclei: Array):
         """The same ansatz with the nuclei at ``nuclei`` ``[atoms, 3]`` (bohr), which may
         be traced: ``jax.grad`` of ``net.at(R).log_abs(params, r)`` with respect to ``R`` is

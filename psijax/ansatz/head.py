@@ -63,6 +63,76 @@ class OrbitalHead:
             return [jnp.concatenate(blocks, axis=1)]  # [k, n, n]
         return blocks
 
+    def fit(
+        self, params: Params, h: Array, r_ae: Array, targets: list[Array], ridge: float
+    ) -> Params:
+        """``params`` with every projection ``w`` the least-squares fit of the orbitals to
+        ``targets`` at fixed features and envelopes, over all walkers given.
+
+        h: ``[W, n, n_features]`` and r_ae: ``[W, n, atoms]``, as ``orbitals`` takes them
+        per walker; targets: what ``orbitals`` returns per walker with its determinant
+        axis dropped (``[W, n, n]`` with full_det, else ``[W, up, up]`` and ``[W, down,
+        down]``). The orbitals are linear in ``w``, so each determinant's orbital column
+        is an independent linear least-squares problem (``normal_equations``, ``solve``).
+        """
+        return self.solve(params, self.normal_equations(params, h, r_ae, targets), ridge)
+
+    def normal_equations(
+        self, params: Params, h: Array, r_ae: Array, targets: list[Array]
+    ) -> dict[str, tuple[Array, Array]]:
+        """Per spin, the sums over the given walkers and electrons of the least-squares
+        fit's Gram matrices ``[columns, F, F]`` and right-hand sides ``[columns, F]``, one
+        per orbital column of every determinant."""
+        k, sums = self.n_determinants, {}
+        for spin, start, count in self._spins():
+            if count == 0:
+                continue
+            block = self._block_targets(targets, spin, start, count)  # [W, count, per_det]
+            sl = slice(start, start + count)
+            feats = h[:, sl].reshape(-1, h.shape[-1])  # [S, F] over walkers and electrons
+            env = jax.vmap(envelope, (0, None, None))(
+                r_ae[:, sl], params[spin + "_sigma"], params[spin + "_pi"]
+            ).reshape(feats.shape[0], -1)  # [S, k * per_det]
+            goal = jnp.tile(block.reshape(feats.shape[0], -1), (1, k))  # [S, k * per_det]
+            gram = jnp.einsum("sc,sf,sg->cfg", env**2, feats, feats)
+            sums[spin] = (gram, jnp.einsum("sc,sf->cf", env * goal, feats))
+        return sums
+
+    def solve(self, params: Params, sums: dict[str, tuple[Array, Array]], ridge: float) -> Params:
+        """``params`` with the projections that solve ``normal_equations``' ``sums``;
+        ``ridge`` (relative to each column's mean squared design entry) pulls each column
+        towards its current ``w``, which keeps the determinants as distinct as their
+        current weights where the walkers do not determine them."""
+        new = dict(params)
+        for spin, (gram, rhs) in sums.items():
+            w = params[spin]["w"]  # [F, k * per_det]
+            eye = jnp.eye(gram.shape[-1], dtype=gram.dtype)
+            scale = jnp.trace(gram, axis1=1, axis2=2) / gram.shape[-1]  # [columns]
+            lam = ridge * jnp.maximum(scale, jnp.finfo(gram.dtype).tiny)[:, None]
+            solved = jnp.linalg.solve(gram + lam[:, :, None] * eye, (rhs + lam * w.T)[..., None])
+            new[spin] = {**params[spin], "w": solved[..., 0].T.astype(w.dtype)}
+        return new
+
+    def _block_targets(self, targets: list[Array], spin: str, start: int, count: int) -> Array:
+        """The rows of ``targets`` that this spin's electrons' orbitals are fitted to."""
+        if self.full_det:
+            return targets[0][:, start : start + count]
+        return targets[0 if spin == "up" or self.n_up == 0 else 1]
+
+    def with_decays(self, params: Params, decays: Array) -> Params:
+        """``params`` with every envelope exponent of orbital column ``j`` (in every
+        determinant and around every nucleus) set to ``decays[j]``: ``[n]`` with full_det,
+        else ``[n_up + n_down]``, the up orbitals' then the down orbitals'."""
+        new = dict(params)
+        for spin, start, count in self._spins():
+            if count == 0:
+                continue
+            own = decays if self.full_det else decays[start : start + count]
+            sigma = params[spin + "_sigma"]
+            tiled = jnp.tile(jnp.asarray(own, sigma.dtype), self.n_determinants)
+            new[spin + "_sigma"] = jnp.broadcast_to(tiled, sigma.shape)
+        return new
+
 
 def envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
     """Isotropic exponential envelope: sum_m pi_mo exp(-|sigma_mo| r_im) -> [count, orbitals]."""

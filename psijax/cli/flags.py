@@ -37,8 +37,8 @@ HELP = {
     "basis": "basis for Hartree-Fock pretraining",
     "steps": "training steps",
     "walkers": "walkers (a multiple of the device count)",
-    "pretrain_steps": "Hartree-Fock pretraining steps at least (0: none); from 200 on, more "
-    "while its loss still falls by 10% per 100 steps",
+    "pretrain_steps": "Hartree-Fock pretraining steps at least (0: none); from 50 on, more "
+    "while the network's orbitals are off Hartree-Fock's by more than 0.5% (root mean square)",
     "pretrain_max_steps": "the most pretraining steps (default 10 x --pretrain-steps; "
     "--pretrain-steps or less: exactly that many)",
     "burn_in_steps": "MCMC burn-in steps before training",

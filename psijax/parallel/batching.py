@@ -68,6 +68,23 @@ def map_walkers(
     return sharded(params, walkers)
 
 
+def on_every_device(walkers: PyTree, sharding: jax.sharding.Sharding) -> PyTree:
+    """Inside ``jit``: ``walkers`` (sharded or not) replicated on every device of
+    ``sharding``'s mesh, so that what is computed from them is computed alike on any
+    number of devices (a sum over walkers split across devices adds in another order).
+    Unchanged unless ``sharding`` is a ``NamedSharding``."""
+    if not isinstance(sharding, NamedSharding):
+        return walkers
+    everywhere = NamedSharding(sharding.mesh, PartitionSpec())
+
+    def one(x: Array) -> Array:
+        if _explicit_walker_axes(x) is not None:
+            return jax.sharding.reshard(x, everywhere)
+        return jax.lax.with_sharding_constraint(x, everywhere)
+
+    return jax.tree.map(one, walkers)
+
+
 def _local_map(fn, params: PyTree, walkers: PyTree, chunk_size: int | None) -> PyTree:
     one = functools.partial(fn, params)
     n = jax.tree.leaves(walkers)[0].shape[0]

@@ -116,8 +116,9 @@ class Progress:
 
     # ---------------------------------------------------------------- progress lines
     def pretrain(self, i: int, loss: float) -> None:
-        count = f"{i + 1}/{self.total}" if i < self.total else f"{i + 1} (its loss still falls)"
-        self._maybe(i, lambda: f"pretrain {count}  loss {loss:.4f}")
+        beyond = f"{i + 1} (orbitals still off by > 0.5%)"
+        count = f"{i + 1}/{self.total}" if i < self.total else beyond
+        self._maybe(i, lambda: f"pretrain {count}  loss {loss:.3g}")
 
     def step(self, i: int, m: dict[str, float]) -> None:
         if self._own:

@@ -341,7 +341,7 @@ def fresh_state(
         )
         limit = config_lib.pretrain_limit(config)
         extends = pretrain.extends(config.pretrain_steps, limit)
-        extra = f", more up to {limit} while its loss falls" * extends
+        extra = f", more up to {limit} while the orbitals are off by > 0.5%" * extends
         show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
         t0 = time.perf_counter()
         settings = dict(
@@ -361,7 +361,7 @@ def fresh_state(
             )  # fmt: skip
         show.note(
             f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
-            f"{'/'.join(f'{x[-1]:.4f}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
+            f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
         )
 
     width, log_abs = sampler.init(jnp.float32), None

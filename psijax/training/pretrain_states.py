@@ -71,8 +71,12 @@ def excited(hf: HartreeFock, x: Excitation) -> HartreeFock:
     coeff = (hf.coeff_up if x.spin == "up" else hf.coeff_down).copy()
     spectrum = hf.spectrum[0 if x.spin == "up" else 1]
     coeff[:, x.occupied] = spectrum.virtual_coeff[:, x.virtual]
+    energies = spectrum.occupied.copy()
+    energies[x.occupied] = spectrum.virtual[x.virtual]
+    spectra = list(hf.spectrum)
+    spectra[0 if x.spin == "up" else 1] = spectrum._replace(occupied=energies)
     field = "coeff_up" if x.spin == "up" else "coeff_down"
-    return dataclasses.replace(hf, **{field: coeff})
+    return dataclasses.replace(hf, **{field: coeff, "spectrum": tuple(spectra)})
 
 
 def configurations(hf: HartreeFock, k: int, basis: str) -> list[tuple[str, HartreeFock]]:
