@@ -132,6 +132,23 @@ def test_split_determinants_and_one_electron(name, full_det):
     assert any(jax.tree.leaves(moved))
 
 
+def test_a_network_without_head_inputs_is_pretrained_by_adam_alone(monkeypatch):
+    from psijax.training import pretrain as pretrain_lib
+
+    mol = preset("LiH")
+    net = tiny_net(mol)
+    assert pretrain_lib.fits_head(net)
+    monkeypatch.setattr(pretrain_lib, "fits_head", lambda net: False)
+    params = net.init(jax.random.key(0))
+    walkers = init_walkers(jax.random.key(1), mol, 16)
+    new, _, losses = pretrain(jax.random.key(2), net, params, mol, walkers, steps=20)
+    assert np.mean(losses[-5:]) < 0.5 * losses[0]
+    # the envelopes were not set to HF decays (lithium's 1s: 2.4): 20 Adam steps of 1e-2
+    assert float(jnp.max(jnp.abs(new["orbitals"]["up_sigma"] - 1.0))) < 0.25
+    moved = jax.tree.map(lambda a, b: not np.allclose(a, b), new, params)
+    assert moved["orbitals"]["up"]["w"]  # Adam moved the projection itself
+
+
 def test_zero_steps_returns_the_inputs_and_bad_molecule_is_refused():
     mol = preset("H")
     net = tiny_net(mol)

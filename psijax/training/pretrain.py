@@ -69,8 +69,9 @@ def _targets(net: Ansatz, up: Array, down: Array, dtype) -> list[Array]:
 
 def fits_head(net: Ansatz) -> bool:
     """Whether pretraining solves ``net``'s orbital projection by least squares (networks
-    built on the shared ``OrbitalHead``) instead of leaving it to Adam."""
-    return isinstance(net, MolecularAnsatz)
+    built on the shared ``OrbitalHead`` that give its inputs, ``head_inputs``) instead of
+    leaving it to Adam."""
+    return isinstance(net, MolecularAnsatz) and callable(getattr(net, "_features", None))
 
 
 def fit_head(net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, down: Array):
