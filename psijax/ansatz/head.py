@@ -73,17 +73,11 @@ class OrbitalHead:
         per walker; targets: what ``orbitals`` returns per walker with its determinant
         axis dropped (``[W, n, n]`` with full_det, else ``[W, up, up]`` and ``[W, down,
         down]``). The orbitals are linear in ``w``, so each determinant's orbital column
-        is an independent linear least-squares problem (``normal_equations``, ``solve``).
+        is an independent linear least-squares problem over walkers and electrons; its
+        ``ridge`` (relative to the column's mean squared design entry) pulls the column
+        towards its current ``w``, where the walkers do not determine it.
         """
-        return self.solve(params, self.normal_equations(params, h, r_ae, targets), ridge)
-
-    def normal_equations(
-        self, params: Params, h: Array, r_ae: Array, targets: list[Array]
-    ) -> dict[str, tuple[Array, Array]]:
-        """Per spin, the sums over the given walkers and electrons of the least-squares
-        fit's Gram matrices ``[columns, F, F]`` and right-hand sides ``[columns, F]``, one
-        per orbital column of every determinant."""
-        k, sums = self.n_determinants, {}
+        k, new = self.n_determinants, dict(params)
         for spin, start, count in self._spins():
             if count == 0:
                 continue
@@ -94,21 +88,12 @@ class OrbitalHead:
                 r_ae[:, sl], params[spin + "_sigma"], params[spin + "_pi"]
             ).reshape(feats.shape[0], -1)  # [S, k * per_det]
             goal = jnp.tile(block.reshape(feats.shape[0], -1), (1, k))  # [S, k * per_det]
-            gram = jnp.einsum("sc,sf,sg->cfg", env**2, feats, feats)
-            sums[spin] = (gram, jnp.einsum("sc,sf->cf", env * goal, feats))
-        return sums
-
-    def solve(self, params: Params, sums: dict[str, tuple[Array, Array]], ridge: float) -> Params:
-        """``params`` with the projections that solve ``normal_equations``' ``sums``;
-        ``ridge`` (relative to each column's mean squared design entry) pulls each column
-        towards its current ``w``, which keeps the determinants as distinct as their
-        current weights where the walkers do not determine them."""
-        new = dict(params)
-        for spin, (gram, rhs) in sums.items():
-            w = params[spin]["w"]  # [F, k * per_det]
-            eye = jnp.eye(gram.shape[-1], dtype=gram.dtype)
-            scale = jnp.trace(gram, axis1=1, axis2=2) / gram.shape[-1]  # [columns]
+            gram = jnp.einsum("sc,sf,sg->cfg", env**2, feats, feats)  # [columns, F, F]
+            rhs = jnp.einsum("sc,sf->cf", env * goal, feats)  # [columns, F]
+            w = params[spin]["w"]  # [F, columns]
+            scale = jnp.trace(gram, axis1=1, axis2=2) / feats.shape[-1]  # [columns]
             lam = ridge * jnp.maximum(scale, jnp.finfo(gram.dtype).tiny)[:, None]
+            eye = jnp.eye(feats.shape[-1], dtype=gram.dtype)
             solved = jnp.linalg.solve(gram + lam[:, :, None] * eye, (rhs + lam * w.T)[..., None])
             new[spin] = {**params[spin], "w": solved[..., 0].T.astype(w.dtype)}
         return new

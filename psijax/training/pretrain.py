@@ -169,16 +169,14 @@ def _make_chunk(
     def run(key, start, count, params, opt_state, walkers, sampler_state, coefficients):
         def body(j, carry):
             params, opt_state, walkers, sampler_state, losses, norms = carry
-            if fits_head(net):  # on the same walkers on every device: see FIT_WALKERS
-                sample = on_every_device(walkers, sharding)[:FIT_WALKERS]
-                params = fit_head(net, params, sample, *targets(sample, coefficients))
             up, down = targets(walkers, coefficients)
+            if fits_head(net):  # on the same walkers on every device: see FIT_WALKERS
+                fit = on_every_device((walkers, up, down), sharding)
+                params = fit_head(net, params, *(x[:FIT_WALKERS] for x in fit))
             loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
                 net, params, walkers, up, down
             )
-            norm = sum(
-                jnp.mean(jnp.sum(t**2, axis=(-2, -1))) for t in _targets(net, up, down, loss.dtype)
-            )
+            norm = sum(jnp.mean(jnp.sum(t**2, axis=(-2, -1))) for t in (up, down))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             log_abs = lambda x: map_walkers(net.log_abs, params, x, chunk_size=chunk)
