@@ -85,7 +85,7 @@ def test_a_pool_made_before_psijax_is_named_once(monkeypatch):
     for name in cpu_pool.ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(cpu_pool, "_warned", False)
-    monkeypatch.setattr(cpu_pool, "_cores", lambda: 2)
+    monkeypatch.setattr(cpu_pool, "cores", lambda: 2)
     with pytest.warns(RuntimeWarning, match="import psijax first or set PJRT_NPROC=1"):
         cpu_pool.one_thread_or_warn()
     with warnings.catch_warnings():

@@ -48,7 +48,7 @@ def one_thread_or_warn() -> None:
         return
     import jax
 
-    if jax.default_backend() == "cpu" and _cores() > 1:
+    if jax.default_backend() == "cpu" and cores() > 1:
         _warned = True
         warnings.warn(
             "psijax: JAX started before psijax was imported, so XLA's CPU thread pool has "
@@ -59,7 +59,7 @@ def one_thread_or_warn() -> None:
         )
 
 
-def _cores() -> int:
+def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1

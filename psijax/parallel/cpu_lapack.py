@@ -1,0 +1,145 @@
+"""Batched LU and triangular solves that XLA's CPU pool cannot deadlock on.
+
+jaxlib 0.10 and 0.11 split a batched LAPACK kernel (the LU behind ``slogdet``, ``solve``
+and ``inv``; the triangular solves) over XLA's CPU pool once its batch holds 2e5 flop, and
+block the calling pool thread until the pieces are done (docs/compatibility.md #10).
+``psijax.parallel.cpu_pool`` keeps that pool at one thread, but XLA gives the pool at least
+one thread per CPU device: with several CPU devices (``JAX_NUM_CPU_DEVICES=2``) every
+device's program runs on its own pool thread, each blocks in its own LU, and no thread is
+left for the pieces. ``psijax train --system LiH`` on two CPU devices stopped for good in
+its first pretraining step that way (the orbital fit's 64 x 64 solves), every time.
+
+``install`` (``import psijax`` calls it) wraps the CPU lowering of LU and of triangular
+solves: where the pool may split the kernel (more than one thread and a batch at or above
+the threshold), the batch goes to LAPACK in pieces, one after the other, each of one matrix
+or below the threshold, which LAPACK runs inline on the calling thread. The results are
+LAPACK's; the loop costs time (one core: LU 1.1-1.5x, solve 1.4-2.2x, on batches from 64
+matrices of 64 x 64 to 16,384 of 14 x 14). One CPU device with psijax's one-thread pool,
+GPUs, and jaxlib releases that never split (before 0.10; from 0.12 on, where open-source
+builds stopped splitting) keep the single call.
+"""
+
+from __future__ import annotations
+
+import os
+
+from psijax.parallel import cpu_pool
+
+# jaxlib releases whose LAPACK kernels split batches over the pool: [first, end).
+SPLITTING = ((0, 10, 0), (0, 12, 0))
+# The batch cost (flop, as jaxlib estimates it) from which a kernel may split.
+THRESHOLD = 200_000
+
+_installed = False
+
+
+def splitting_jaxlib(version: str | None = None) -> bool:
+    """Whether this jaxlib (or ``version``) splits LAPACK batches over XLA's CPU pool."""
+    if version is None:
+        import jaxlib
+
+        version = jaxlib.__version__
+    release = tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+    return SPLITTING[0] <= release < SPLITTING[1]
+
+
+def pool_threads() -> int:
+    """Threads of XLA's CPU pool in this process: the size asked for (``PJRT_NPROC`` or
+    ``NPROC``, else one per core), at least one per local CPU device."""
+    import jax
+
+    chosen = next((os.environ[name] for name in cpu_pool.ENV if name in os.environ), None)
+    asked = int(chosen) if chosen and chosen.strip().isdigit() else cpu_pool.cores()
+    try:
+        devices = len(jax.local_devices(backend="cpu"))
+    except RuntimeError:  # no CPU backend
+        devices = 1
+    return max(asked, devices)
+
+
+def may_split(batch: int, cost_per_matrix: int, threads: int | None = None) -> bool:
+    """Whether a LAPACK kernel over ``batch`` matrices of ``cost_per_matrix`` flop each
+    may be split over the pool (of ``threads``, by default this process's)."""
+    if batch * cost_per_matrix < THRESHOLD:
+        return False
+    return (pool_threads() if threads is None else threads) > 1
+
+
+def install() -> bool:
+    """Route CPU LU and triangular solves that the pool could split through LAPACK calls
+    that cannot split (once per process); whether this jaxlib needs it."""
+    global _installed
+    if not splitting_jaxlib():
+        return False
+    if _installed:
+        return True
+    from jax._src.interpreters import mlir
+    from jax._src.lax import linalg
+
+    rules = mlir._platform_specific_lowerings["cpu"]
+    lapack_lu, lapack_solve = rules[linalg.lu_p].rule, rules[linalg.triangular_solve_p].rule
+
+    def lu(ctx, operand, **params):
+        (aval,) = ctx.avals_in
+        *batch, m, n = aval.shape
+        pieces = _pieces(_size(batch), m * n * min(m, n))
+        if pieces == 1:
+            return lapack_lu(ctx, operand, **params)
+        rule = lambda x: in_pieces(linalg.lu, pieces, len(batch), x)
+        return mlir.lower_fun(rule, multiple_results=True)(ctx, operand)
+
+    def triangular_solve(ctx, a, b, *, left_side, **params):
+        *batch, rows, cols = ctx.avals_in[1].shape
+        pieces = _pieces(_size(batch), rows * cols * (rows if left_side else cols))
+        if pieces == 1:
+            return lapack_solve(ctx, a, b, left_side=left_side, **params)
+        solve = lambda a, b: linalg.triangular_solve(a, b, left_side=left_side, **params)
+        rule = lambda a, b: in_pieces(solve, pieces, len(batch), a, b)
+        return mlir.lower_fun(rule, multiple_results=False)(ctx, a, b)
+
+    mlir.register_lowering(linalg.lu_p, lu, platform="cpu")
+    mlir.register_lowering(linalg.triangular_solve_p, triangular_solve, platform="cpu")
+    _installed = True
+    return True
+
+
+def _pieces(batch: int, cost_per_matrix: int) -> int:
+    """How many LAPACK calls a batch takes so that none can split: 1 where the pool cannot
+    split it, else the fewest that divide the batch into calls of one matrix or of less
+    than ``THRESHOLD`` flop."""
+    if not may_split(batch, cost_per_matrix):
+        return 1
+    most = max(1, (THRESHOLD - 1) // cost_per_matrix)  # matrices per call
+    pieces = -(-batch // most)
+    while batch % pieces:
+        pieces += 1
+    return pieces
+
+
+def in_pieces(fn, pieces: int, batch_dims: int, *operands):
+    """``fn(*operands)`` over the flattened leading ``batch_dims`` in ``pieces`` calls, one
+    after the other (``lax.map``). Call ``t`` takes every ``pieces``-th matrix from ``t``
+    on, so a batch split over devices is split the same way in every call."""
+    import jax
+    import jax.numpy as jnp
+
+    batch = operands[0].shape[:batch_dims]
+    size = _size(batch)
+
+    def split(x):  # [*batch, ...] -> [pieces, size // pieces, ...]
+        x = jnp.reshape(x, (size // pieces, pieces, *x.shape[batch_dims:]))
+        return jnp.moveaxis(x, 1, 0)
+
+    def join(x):  # the inverse of split
+        x = jnp.moveaxis(x, 0, 1)
+        return jnp.reshape(x, (*batch, *x.shape[2:]))
+
+    out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in operands))
+    return jax.tree.map(join, out)
+
+
+def _size(shape) -> int:
+    size = 1
+    for d in shape:
+        size *= int(d)
+    return size
