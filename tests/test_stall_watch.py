@@ -211,6 +211,61 @@ print("not stopped")
 """
 
 
+# A fresh run that goes idle in its first pretraining chunk, while nothing is timed (it
+# compiles): the watch goes by the idle CPU alone.
+IDLE_FIRST_CHUNK = """
+import threading
+import psijax
+from psijax.run import watch
+from psijax.training import job, pretrain
+
+watch.IDLE_WINDOW_S = 3.0
+never = threading.Event()
+original = pretrain.pretrain
+
+
+def stalling(*args, callback=None, **kwargs):
+    def blocking(i, loss):
+        never.wait()  # before the first chunk reports back: nothing is timed yet
+
+    return original(*args, callback=blocking, **kwargs)
+
+
+job.pretrain.pretrain = stalling
+psijax.train(**{config}, out={out!r}, steps=5, stall_timeout=2.0, progress=False)
+print("not stopped")
+"""
+
+
+def test_an_idle_process_while_nothing_is_timed_has_stalled(tmp_path):
+    run = tmp_path / "run"
+    code = IDLE_FIRST_CHUNK.format(config={**TINY, "pretrain_steps": 50}, out=str(run))
+    line = _stalled_line(code)
+    assert line.startswith(
+        "psijax: error: pretraining's first chunk stalled: the process has been idle for "
+    ), line
+    assert line.endswith(
+        f"no checkpoint was written yet (the resume starts from the beginning); continue "
+        f"with: psijax train --resume {run} (if the run waits on something slow, raise "
+        "--stall-timeout)"
+    ), line
+    assert f"the threads' stacks are in {run / watch_lib.STACKS}" in line
+    assert "in blocking" in (run / watch_lib.STACKS).read_text()
+
+
+def test_a_busy_process_while_nothing_is_timed_is_left_alone(monkeypatch):
+    """Compiling for longer than the floor is not a stall while the CPU works."""
+    monkeypatch.setattr(watch_lib, "IDLE_WINDOW_S", 1.0)
+    w = watch_lib.StepWatch("resume", 0.5, cpu_does_the_work=True)
+    with w:
+        w.disarm("compiling")
+        end = time.monotonic() + 3.0
+        x = 0
+        while time.monotonic() < end:  # busy: a compile
+            x += 1
+    assert w._doing == "compiling" and not w._armed
+
+
 def test_a_stalled_pretraining_chunk_ends_the_run_with_one_line(tmp_path):
     run = tmp_path / "run"
     config = {**TINY, "pretrain_steps": 4 * 25}

@@ -8,7 +8,10 @@ phase; each phase's times are its own). What compiles is compiled before the clo
 first chunk), so the clock times execution only. The bound is ``FACTOR`` times
 the median of the recent step times, never below the floor (``stall_timeout``, or
 ``--peer-timeout`` with several processes); before the first step has completed nothing is
-measured and the bound is ``FIRST`` floors. Past the bound:
+measured and the bound is ``FIRST`` floors. While nothing is timed (``disarm``: compiling,
+pretraining's first chunk), a CPU process of one that has been idle for the floor (at
+least ``IDLE_WINDOW_S``) has stalled too: compiling keeps a core busy, a deadlock does
+not. Past the bound:
 
 - **one process**: a stall. On a CPU, where this process's own threads do the work, a
   step that is still using CPU is slow, not stalled, and the watch keeps waiting; it speaks
@@ -93,6 +96,8 @@ class StepWatch:
         self._last = time.monotonic()
         self._armed = False
         self._cpu: deque[tuple[float, float]] = deque()  # (wall, process CPU) samples
+        self._busy = time.monotonic()  # when the process was last seen using CPU
+        self._doing = "the start of the run"  # what is under way while nothing is timed
         self._stop = threading.Event()
         self._ending = threading.Lock()
         self._thread = threading.Thread(target=self._watch, name="psijax-step-watch", daemon=True)
@@ -122,9 +127,14 @@ class StepWatch:
         self._last = time.monotonic()
         self._armed = True
 
-    def disarm(self) -> None:
-        """Until the next ``arm``, nothing is timed (compiling, work between phases)."""
+    def disarm(self, doing: str | None = None) -> None:
+        """Until the next ``arm``, nothing is timed (compiling, work between phases); a
+        process that idles for the floor then has stalled in ``doing`` (in words:
+        "pretraining's first chunk")."""
         self._armed = False
+        self._busy = time.monotonic()
+        if doing is not None:
+            self._doing = doing
 
     def beat(self, step: int) -> None:
         """``step`` steps are complete."""
@@ -171,14 +181,25 @@ class StepWatch:
             if median is not None
             else f"{FIRST:g}x the {self.floor_s:g} s floor before any step had completed"
         )
+        idle = ", the process idle" if self.cpu_does_the_work else ""
+        self._end_stalled(
+            f"{self._current()} stalled: not finished after {silent_s:.0f} s ({expected}{idle})",
+            stacks, "if steps are really this slow, raise --stall-timeout",
+        )  # fmt: skip
+
+    def stalled_idle(self, idle_s: float) -> NoReturn:
+        """Report that the process has been idle for ``idle_s`` while nothing was timed."""
+        stacks = self._write_stacks(idle_s)
+        self._end_stalled(
+            f"{self._doing} stalled: the process has been idle for {idle_s:.0f} s (compiling "
+            "keeps a core busy)", stacks, "if the run waits on something slow, raise "
+            "--stall-timeout",
+        )  # fmt: skip
+
+    def _end_stalled(self, what: str, stacks: Path | None, hint: str) -> NoReturn:
         saved = peers.saved_clause(self._newest())
         where = f"the threads' stacks are in {stacks}; " if stacks is not None else ""
-        idle = ", the process idle" if self.cpu_does_the_work else ""
-        self._end(
-            f"psijax: error: {self._current()} stalled: not finished after {silent_s:.0f} s "
-            f"({expected}{idle}); {where}{saved}; continue with: {self.resume} "
-            "(if steps are really this slow, raise --stall-timeout)"
-        )
+        self._end(f"psijax: error: {what}; {where}{saved}; continue with: {self.resume} ({hint})")
 
     def _current(self) -> str:
         """The step under way, in words: "step 8", "pretraining step 26", "burn-in"."""
@@ -232,7 +253,15 @@ class StepWatch:
             now = time.monotonic()
             silent = now - self._last
             idle = self._idle(now) if self.cpu_does_the_work else True
-            if not self._armed or silent <= self.bound_s():
+            if not idle:
+                self._busy = now
+            if not self._armed:
+                idle_s = now - self._busy
+                watched = self.processes == 1 and self.cpu_does_the_work
+                if watched and idle_s >= max(self.floor_s, IDLE_WINDOW_S):
+                    self.stalled_idle(idle_s)
+                continue
+            if silent <= self.bound_s():
                 continue
             if self.processes > 1:
                 self.lost(f"no step completed for {silent:.0f} s; it stopped or hangs")
@@ -246,7 +275,8 @@ class StepWatch:
         try:
             with open(path, "w") as f:
                 f.write(
-                    f"psijax: {self._current()} had not finished after {silent_s:.0f} s "
+                    f"psijax: {self._current() if self._armed else self._doing} had not "
+                    f"finished after {silent_s:.0f} s "
                     f"(process {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')})\n\n"
                     "== Python threads ==\n"
                 )

@@ -344,6 +344,8 @@ def fresh_state(
         extra = f", more up to {limit} while the orbitals are off by > 0.5%" * extends
         show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
         t0 = time.perf_counter()
+        if watch is not None:
+            watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
         settings = dict(
             steps=config.pretrain_steps, max_steps=limit, sampler=pretrain.sampler_of(config),
             callback=lambda i, loss: show.pretrain(i, loss),
@@ -369,7 +371,7 @@ def fresh_state(
         show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
         if watch is not None:
-            watch.disarm()  # compiling is not a step
+            watch.disarm("compiling the burn-in")  # compiling is not a step
         run_burn_in = burn_in.lower(
             keys[3], sampler, batch_log_abs, walkers, width, n_steps=config.burn_in_steps
         ).compile()
@@ -379,7 +381,7 @@ def fresh_state(
         if watch is not None:
             jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
     if watch is not None:
-        watch.disarm()
+        watch.disarm("compiling the training step")
     return train_state(
         net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )
