@@ -1,13 +1,8 @@
 """Batched LAPACK calls that XLA's CPU pool could split go to LAPACK in pieces that it
-cannot (psijax.parallel.cpu_lapack): the same results, and no deadlock on several CPU
-devices."""
+cannot (psijax.parallel.cpu_lapack): the same results, on one device and sharded. That
+two CPU devices no longer deadlock is tests/test_cpu_pool.py's."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from psijax.parallel import cpu_lapack, cpu_pool
+from psijax.parallel import cpu_lapack
 
 needs_splitting_jaxlib = pytest.mark.skipif(
     not cpu_lapack.splitting_jaxlib(), reason="this jaxlib never splits LAPACK batches"
@@ -68,43 +63,22 @@ def test_lu_and_solve_in_pieces_are_lapacks():
     np.testing.assert_allclose(grad, np.linalg.inv(xs).swapaxes(-1, -2), rtol=1e-8, atol=1e-10)
 
 
-# Sixteen independent batched slogdets per device, each above jaxlib's threshold, on two
-# CPU devices (a pool of two threads even with PJRT_NPROC=1): without the pieces this
-# program stalled for good or was aborted by XLA, 3 times of 3 (jaxlib 0.10.2, 2 cores).
-TWO_DEVICES = textwrap.dedent(
-    """
-    import psijax
-    import jax, jax.numpy as jnp
+@needs_splitting_jaxlib
+def test_pieces_keep_a_sharded_batch_sharded():
+    """A batch split over the session's four devices (Explicit mesh) is factored in
+    pieces on each device: slogdet and its gradient as numpy's, the sharding kept."""
     from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
-    mesh = jax.make_mesh((2,), ("w",), axis_types=(AxisType.Explicit,))
-
-    @jax.jit
-    def program(xs):
-        total = 0.0
-        for j, x in enumerate(xs):
-            sign, log_abs = jnp.linalg.slogdet(jnp.tanh(x @ x.mT * (j + 1)) + jnp.eye(14))
-            total = total + jnp.sum(sign * log_abs)
-        return total
-
-    walkers = NamedSharding(mesh, PartitionSpec("w"))
-    keys = jax.random.split(jax.random.key(0), 16)
-    xs = [jax.device_put(jax.random.normal(k, (2048, 14, 14)), walkers) for k in keys]
-    for i in range(10):
-        program([x + i for x in xs]).block_until_ready()
-    print("finished")
-    """
-)
-
-
-@needs_splitting_jaxlib
-@pytest.mark.compat
-def test_two_cpu_devices_do_not_deadlock_in_batched_lu():
-    env = {k: v for k, v in os.environ.items() if k not in cpu_pool.ENV}
-    env.update(JAX_NUM_CPU_DEVICES="2", PJRT_NPROC="1")
-    out = subprocess.run(
-        [sys.executable, "-c", TWO_DEVICES], env=env, capture_output=True, text=True,
-        timeout=240,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-1] == "finished"
+    mesh = jax.make_mesh((4,), ("walkers",), axis_types=(AxisType.Explicit,))
+    walkers = NamedSharding(mesh, PartitionSpec("walkers"))
+    with jax.enable_x64(True):
+        x = jax.random.normal(jax.random.key(2), (4096, 14, 14), jnp.float64)
+        x = jax.device_put(x, walkers)
+        f = jax.jit(lambda x: jnp.linalg.slogdet(x)[1])
+        assert "while" in f.lower(x).as_text()
+        log_abs = f(x)
+        grad = jax.jit(jax.grad(lambda x: jnp.sum(f(x))))(x)
+    xs = np.asarray(x)
+    assert log_abs.sharding.is_equivalent_to(NamedSharding(mesh, PartitionSpec("walkers")), 1)
+    np.testing.assert_allclose(log_abs, np.linalg.slogdet(xs)[1], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(grad, np.linalg.inv(xs).swapaxes(-1, -2), rtol=1e-8, atol=1e-8)

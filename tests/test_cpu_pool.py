@@ -46,16 +46,21 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.compat
-def test_concurrent_batched_lu_finishes_once_psijax_is_imported():
+@pytest.mark.parametrize("devices", [1, 2])
+def test_concurrent_batched_lu_finishes_once_psijax_is_imported(devices):
+    """One CPU device: the one-thread pool. Two: XLA gives the pool a thread per device
+    whatever PJRT_NPROC says, and psijax hands LAPACK the batches in pieces it cannot
+    split (psijax.parallel.cpu_lapack); without them this program stalled 2 times of 2
+    (jaxlib 0.10.2)."""
     out = subprocess.run(
-        [sys.executable, "-c", PROGRAM], env=_clean_env(), capture_output=True, text=True,
-        timeout=240,
+        [sys.executable, "-c", PROGRAM], env=_clean_env(JAX_NUM_CPU_DEVICES=str(devices)),
+        capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     nproc, pool_threads = out.stdout.split()
     assert nproc == "1"
     if sys.platform.startswith("linux"):
-        assert pool_threads == "1"
+        assert pool_threads == str(devices)
 
 
 def test_a_size_the_user_chose_is_kept(monkeypatch):
