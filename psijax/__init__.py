@@ -7,7 +7,7 @@ from psijax.parallel import cpu_lapack as _cpu_lapack
 from psijax.parallel import cpu_pool as _cpu_pool
 
 _cpu_pool.one_thread()  # before JAX makes its CPU backend: see psijax.parallel.cpu_pool
-_cpu_lapack.install()  # LU without LAPACK where the pool could split it: see there
+_cpu_lapack.install()  # batched LU in pieces the pool cannot split: see psijax.parallel.cpu_lapack
 
 from psijax.config import Config  # noqa: E402
 from psijax.system import Molecule  # noqa: E402

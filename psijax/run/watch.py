@@ -9,7 +9,7 @@ first chunk), so the clock times execution only. The bound is ``FACTOR`` times
 the median of the recent step times, never below the floor (``stall_timeout``, or
 ``--peer-timeout`` with several processes); before the first step has completed nothing is
 measured and the bound is ``FIRST`` floors. While nothing is timed (``disarm``: compiling,
-pretraining's first chunk), a CPU process of one that has been idle for the floor (at
+pretraining's first chunk), a single process on a CPU that has been idle for the floor (at
 least ``IDLE_WINDOW_S``) has stalled too: compiling keeps a core busy, a deadlock does
 not. Past the bound:
 
