@@ -3,11 +3,11 @@
 from importlib.metadata import PackageNotFoundError as _NotInstalled
 from importlib.metadata import version as _version
 
-from psijax.parallel import cpu_lapack as _cpu_lapack
 from psijax.parallel import cpu_pool as _cpu_pool
 
-_cpu_pool.one_thread()  # before JAX makes its CPU backend: see psijax.parallel.cpu_pool
-_cpu_lapack.install()  # batched LU in pieces the pool cannot split: see psijax.parallel.cpu_lapack
+# Batched LU in pieces XLA's CPU pool cannot deadlock on, or else (before JAX makes its CPU
+# backend) a pool of one thread: see psijax.parallel.cpu_lapack and cpu_pool.
+_cpu_pool.one_thread()
 
 from psijax.config import Config  # noqa: E402
 from psijax.system import Molecule  # noqa: E402

@@ -8,8 +8,8 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_backend_optimization_level=0"
 
-# XLA's CPU pool with one thread, as psijax's entry points set it (psijax.parallel.cpu_pool),
-# for every worker and CLI subprocess alike, whichever test first starts JAX in a worker.
+# XLA's CPU pool with one thread for every worker and CLI subprocess alike (the suite runs
+# two workers on two cores; psijax itself leaves the pool at one thread per core).
 os.environ.setdefault("PJRT_NPROC", "1")
 
 # Compiled programs are shared by the workers and the CLI subprocesses of one test

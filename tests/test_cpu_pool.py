@@ -1,5 +1,7 @@
-"""XLA's CPU pool: importing psijax makes it one thread, so that concurrent batched LAPACK
-calls (the LU behind slogdet) cannot deadlock (psijax.parallel.cpu_pool)."""
+"""XLA's CPU pool: after importing psijax, concurrent batched LAPACK calls (the LU behind
+slogdet) cannot deadlock it, whether psijax hands them to LAPACK in pieces
+(psijax.parallel.cpu_lapack, the pool keeping one thread per core) or the pool has one
+thread (psijax.parallel.cpu_pool, where the pieces cannot be installed)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import warnings
 
 import pytest
 
-from psijax.parallel import cpu_pool
+from psijax.parallel import cpu_lapack, cpu_pool
 
 # Sixteen independent batched slogdets, each above jaxlib's threshold for splitting its
 # batch over the pool: with the default pool (one thread per core) this program stalled
@@ -48,22 +50,26 @@ def _clean_env(**extra: str) -> dict[str, str]:
 @pytest.mark.compat
 @pytest.mark.parametrize("devices", [1, 2])
 def test_concurrent_batched_lu_finishes_once_psijax_is_imported(devices):
-    """One CPU device: the one-thread pool. Two: XLA gives the pool a thread per device
-    whatever PJRT_NPROC says, and psijax hands LAPACK the batches in pieces it cannot
-    split (psijax.parallel.cpu_lapack); without them this program stalled 2 times of 2
-    (jaxlib 0.10.2)."""
+    """One or two CPU devices, XLA's pool of one thread per core (at least one per device):
+    on a splitting jaxlib psijax hands LAPACK the batches in pieces it cannot split; without
+    them this program stalled every time on two cores (jaxlib 0.10.2, 2 of 2 times on two
+    devices). Where the pieces are not needed or not installed, the pool has one thread."""
     out = subprocess.run(
         [sys.executable, "-c", PROGRAM], env=_clean_env(JAX_NUM_CPU_DEVICES=str(devices)),
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     nproc, pool_threads = out.stdout.split()
-    assert nproc == "1"
-    if sys.platform.startswith("linux") and devices == 1:
-        assert pool_threads == "1"
+    if cpu_pool.needed():
+        assert nproc == "1"
+    else:
+        assert nproc == "None"  # XLA's own size: the pool is left alone
+        if sys.platform.startswith("linux") and cpu_lapack.splitting_jaxlib():
+            assert int(pool_threads) == max(cpu_pool.cores(), devices)
 
 
 def test_a_size_the_user_chose_is_kept(monkeypatch):
+    monkeypatch.setattr(cpu_pool, "needed", lambda: True)  # no pieces: one thread
     monkeypatch.setenv("PJRT_NPROC", "2")
     assert cpu_pool.one_thread() is False
     assert os.environ["PJRT_NPROC"] == "2"
@@ -74,6 +80,7 @@ def test_a_size_the_user_chose_is_kept(monkeypatch):
 
 
 def test_nothing_is_set_once_jax_has_its_backend(monkeypatch):
+    monkeypatch.setattr(cpu_pool, "needed", lambda: True)  # no pieces: one thread
     import jax
 
     jax.devices()  # the test session's backend exists
@@ -84,6 +91,7 @@ def test_nothing_is_set_once_jax_has_its_backend(monkeypatch):
 
 
 def test_a_pool_made_before_psijax_is_named_once(monkeypatch):
+    monkeypatch.setattr(cpu_pool, "needed", lambda: True)  # no pieces: one thread
     import jax
 
     jax.devices()  # the test session's backend exists
@@ -96,3 +104,14 @@ def test_a_pool_made_before_psijax_is_named_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cpu_pool.one_thread_or_warn()  # once per process
+
+
+def test_a_pool_that_needs_no_single_thread_is_left_alone(monkeypatch):
+    for name in cpu_pool.ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu_pool, "needed", lambda: False)
+    assert cpu_pool.one_thread() is False
+    assert not any(name in os.environ for name in cpu_pool.ENV)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cpu_pool.one_thread_or_warn()

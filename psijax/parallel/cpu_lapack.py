@@ -3,20 +3,21 @@
 jaxlib 0.10 and 0.11 split a batched LAPACK kernel (the LU behind ``slogdet``, ``solve``
 and ``inv``; the triangular solves) over XLA's CPU pool once its batch holds 2e5 flop, and
 block the calling pool thread until the pieces are done (docs/compatibility.md #10).
-``psijax.parallel.cpu_pool`` keeps that pool at one thread, but XLA gives the pool at least
-one thread per CPU device: with several CPU devices (``JAX_NUM_CPU_DEVICES=2``) every
-device's program runs on its own pool thread, each blocks in its own LU, and no thread is
-left for the pieces. ``psijax train --system LiH`` on two CPU devices stopped for good in
-its first pretraining step that way (the orbital fit's 64 x 64 solves), every time.
+A pool of one thread cannot deadlock so, but XLA gives the pool at least one thread per CPU
+device: with several CPU devices (``JAX_NUM_CPU_DEVICES=2``) every device's program runs
+on its own pool thread, each blocks in its own LU, and no thread is left for the pieces.
+``psijax train --system LiH`` on two CPU devices stopped for good in its first pretraining
+step that way (the orbital fit's 64 x 64 solves), every time.
 
 ``install`` (``import psijax`` calls it) wraps the CPU lowering of LU and of triangular
 solves: where the pool may split the kernel (more than one thread and a batch at or above
 the threshold), the batch goes to LAPACK in pieces, one after the other, each of one matrix
 or below the threshold, which LAPACK runs inline on the calling thread. The results are
 LAPACK's; the loop costs time (one core: LU 1.1-1.5x, solve 1.4-2.2x, on batches from 64
-matrices of 64 x 64 to 16,384 of 14 x 14). One CPU device with psijax's one-thread pool,
-GPUs, and jaxlib releases that never split (before 0.10; from 0.12 on, where open-source
-builds stopped splitting) keep the single call.
+matrices of 64 x 64 to 16,384 of 14 x 14), and it lets the pool keep one thread per core
+(``psijax.parallel.cpu_pool``). A one-thread pool, GPUs, and jaxlib releases that never
+split (before 0.10; from 0.12 on, where open-source builds stopped splitting) keep the
+single call.
 """
 
 from __future__ import annotations
@@ -67,17 +68,22 @@ def may_split(batch: int, cost_per_matrix: int, threads: int | None = None) -> b
 
 def install() -> bool:
     """Route CPU LU and triangular solves that the pool could split through LAPACK calls
-    that cannot split (once per process); whether this jaxlib needs it."""
+    that cannot split (once per process); whether they are routed so (False where this
+    jaxlib never splits, or its internals are not as expected)."""
     global _installed
     if not splitting_jaxlib():
         return False
     if _installed:
         return True
-    from jax._src.interpreters import mlir
-    from jax._src.lax import linalg
+    try:  # JAX's internals, as of jax 0.10-0.11
+        from jax._src.interpreters import mlir
+        from jax._src.lax import linalg
 
-    rules = mlir._platform_specific_lowerings["cpu"]
-    lapack_lu, lapack_solve = rules[linalg.lu_p].rule, rules[linalg.triangular_solve_p].rule
+        rules = mlir._platform_specific_lowerings["cpu"]
+        lapack_lu = rules[linalg.lu_p].rule
+        lapack_solve = rules[linalg.triangular_solve_p].rule
+    except (ImportError, AttributeError, KeyError):
+        return False  # psijax.parallel.cpu_pool then keeps the pool at one thread
 
     def lu(ctx, operand, **params):
         (aval,) = ctx.avals_in

@@ -1,20 +1,19 @@
-"""XLA's CPU thread pool: one thread, so that batched LAPACK calls cannot deadlock.
+"""XLA's CPU thread pool: one thread where batched LAPACK calls could deadlock it.
 
-jaxlib's LAPACK kernels (the LU behind ``slogdet``, ``solve`` and ``inv``, the triangular
-solves) split a batch of matrices over XLA's CPU intra-op pool once the batch holds more
-than about 2e5 flop (``batch * n**3``: e.g. 512 matrices of 8 x 8), and the calling pool
-thread then blocks until the pieces are done. XLA runs independent operations of one
-program at the same time on that same pool, so two such calls can occupy every pool
-thread (two on a 2-core machine), each waiting for pieces that no thread is left to run:
-the program never finishes and the process sits idle (docs/compatibility.md #10). A pool
-of one thread makes every LAPACK call run its batch inline and cannot deadlock; it costs
-4-11% of a step on a 2-core CPU (docs/benchmarks.md, "XLA's CPU pool").
+jaxlib 0.10 and 0.11 split a batched LAPACK kernel (the LU behind ``slogdet``, ``solve``
+and ``inv``, the triangular solves) over XLA's CPU intra-op pool once the batch holds more
+than about 2e5 flop, and the calling pool thread then blocks until the pieces are done.
+XLA runs independent operations of one program at the same time on that same pool, so two
+such calls can occupy every pool thread, each waiting for pieces that no thread is left to
+run: the program never finishes and the process sits idle (docs/compatibility.md #10).
 
-The pool's size is read once, when JAX creates its CPU backend, from ``PJRT_NPROC`` (or
-``NPROC``). ``one_thread`` sets it unless the user has set either, and only while no JAX
-backend exists yet: ``import psijax`` calls it, and so do the CLI and every mesh psijax
-makes. A process that ran JAX before importing psijax keeps its pool; ``make_mesh`` then
-warns once. It affects only the CPU backend, not GPUs.
+``psijax.parallel.cpu_lapack`` hands such batches to LAPACK in pieces it cannot split, so
+the pool keeps XLA's size (one thread per core), which makes the LiH step 1.1x faster than
+a one-thread pool (docs/benchmarks.md, "XLA's CPU pool"). Only where that cannot be
+installed on a splitting jaxlib does ``one_thread`` ask for a pool of one thread, which
+cannot deadlock. The pool's size is read once, when JAX creates its CPU backend, from
+``PJRT_NPROC`` (or ``NPROC``); a size the user chose is always kept. It affects only the
+CPU backend, not GPUs.
 """
 
 from __future__ import annotations
@@ -25,9 +24,20 @@ import warnings
 ENV = ("PJRT_NPROC", "NPROC")
 
 
+def needed() -> bool:
+    """Whether the pool must have one thread: this jaxlib splits LAPACK batches over it and
+    psijax could not hand them over in pieces (``psijax.parallel.cpu_lapack``)."""
+    from psijax.parallel import cpu_lapack
+
+    return cpu_lapack.splitting_jaxlib() and not cpu_lapack.install()
+
+
 def one_thread() -> bool:
-    """Ask for a one-thread XLA CPU pool if nobody chose a size and JAX has no backend
-    yet; whether the pool will have one thread (False: too late, or the user's choice)."""
+    """Ask for a one-thread XLA CPU pool where it is ``needed``, if nobody chose a size and
+    JAX has no backend yet; whether the pool will have one thread (False: not needed, too
+    late, or the user's choice)."""
+    if not needed():
+        return False
     chosen = next((os.environ[name] for name in ENV if name in os.environ), None)
     if chosen is not None:
         return chosen.strip() == "1"
@@ -44,7 +54,7 @@ def one_thread_or_warn() -> None:
     """``one_thread``, and one warning per process if the CPU pool may have several threads
     because JAX started before psijax could set it."""
     global _warned
-    if one_thread() or _warned or any(name in os.environ for name in ENV):
+    if not needed() or one_thread() or _warned or any(name in os.environ for name in ENV):
         return
     import jax
 

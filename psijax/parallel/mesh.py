@@ -22,7 +22,7 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
     ``make_mesh`` refuses devices from several slices, which is how JAX describes the
     GPUs of a multi-node job (NetKet issue 2260). Its topology-aware reordering buys
     nothing on one axis that is only split and reduced over. The first mesh of a process
-    asks for XLA's one-thread CPU pool (``psijax.parallel.cpu_pool``).
+    asks for XLA's one-thread CPU pool where it is needed (``psijax.parallel.cpu_pool``).
     """
     cpu_pool.one_thread_or_warn()
     devices = jax.devices()
