@@ -22,6 +22,7 @@ single call.
 
 from __future__ import annotations
 
+import math
 import os
 
 from psijax.parallel import cpu_pool
@@ -58,12 +59,10 @@ def pool_threads() -> int:
     return max(asked, devices)
 
 
-def may_split(batch: int, cost_per_matrix: int, threads: int | None = None) -> bool:
+def may_split(batch: int, cost_per_matrix: int) -> bool:
     """Whether a LAPACK kernel over ``batch`` matrices of ``cost_per_matrix`` flop each
-    may be split over the pool (of ``threads``, by default this process's)."""
-    if batch * cost_per_matrix < THRESHOLD:
-        return False
-    return (pool_threads() if threads is None else threads) > 1
+    may be split over this process's pool."""
+    return batch * cost_per_matrix >= THRESHOLD and pool_threads() > 1
 
 
 def install() -> bool:
@@ -88,7 +87,7 @@ def install() -> bool:
     def lu(ctx, operand, **params):
         (aval,) = ctx.avals_in
         *batch, m, n = aval.shape
-        pieces = _pieces(_size(batch), m * n * min(m, n))
+        pieces = _pieces(math.prod(batch), m * n * min(m, n))
         if pieces == 1:
             return lapack_lu(ctx, operand, **params)
         rule = lambda x: in_pieces(linalg.lu, pieces, len(batch), x)
@@ -96,7 +95,7 @@ def install() -> bool:
 
     def triangular_solve(ctx, a, b, *, left_side, **params):
         *batch, rows, cols = ctx.avals_in[1].shape
-        pieces = _pieces(_size(batch), rows * cols * (rows if left_side else cols))
+        pieces = _pieces(math.prod(batch), rows * cols * (rows if left_side else cols))
         if pieces == 1:
             return lapack_solve(ctx, a, b, left_side=left_side, **params)
         solve = lambda a, b: linalg.triangular_solve(a, b, left_side=left_side, **params)
@@ -130,7 +129,7 @@ def in_pieces(fn, pieces: int, batch_dims: int, *operands):
     import jax.numpy as jnp
 
     batch = operands[0].shape[:batch_dims]
-    size = _size(batch)
+    size = math.prod(batch)
 
     def split(x):  # [*batch, ...] -> [pieces, size // pieces, ...]
         x = jnp.reshape(x, (size // pieces, pieces, *x.shape[batch_dims:]))
@@ -142,10 +141,3 @@ def in_pieces(fn, pieces: int, batch_dims: int, *operands):
 
     out = jax.lax.map(lambda xs: fn(*xs), tuple(split(x) for x in operands))
     return jax.tree.map(join, out)
-
-
-def _size(shape) -> int:
-    size = 1
-    for d in shape:
-        size *= int(d)
-    return size
