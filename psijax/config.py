@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from psijax import registry
+from psijax import precision, registry
 from psijax.errors import InputError
 
 # The choices of the fields that name an implementation: the registry's tables.
@@ -23,6 +23,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer": tuple(registry.OPTIMIZERS),
     "laplacian": tuple(registry.LAPLACIANS),
     "sampler": tuple(registry.SAMPLERS),
+    "matmul_precision": precision.PRECISIONS,
+    "gram_precision": precision.PRECISIONS,
 }
 ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
@@ -69,6 +71,10 @@ class Config:
     clip_scale: float = 5.0
     chunk_size: int | None = None
     jacobian_blocks: int = 1  # SPRING: form the jacobian in this many parameter blocks
+    # float32 matrix products (psijax.precision; only GPUs and TPUs tell them apart): of
+    # every evaluation of the wavefunction, and of SPRING's products with the jacobian
+    matmul_precision: str = "highest"
+    gram_precision: str = "highest"
     devices: int | None = None  # None: all local devices
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
     target_error: float | None = None  # Hartree: stop once the energy's error is below it
@@ -165,11 +171,12 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
         "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
+        "matmul_precision",
     ),
     "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": (
         "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
-        "jacobian_blocks",
+        "jacobian_blocks", "gram_precision",
     ),
     "pretraining": ("pretrain_steps", "pretrain_max_steps", "basis"),
     "run": (
@@ -183,7 +190,8 @@ SECTION_OF = {name: section for section, names in SECTIONS.items() for name in n
 RESUMABLE = frozenset({
     "steps", "target_error", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
-    "compilation_cache", "jacobian_blocks", "stall_timeout",
+    "compilation_cache", "jacobian_blocks", "stall_timeout", "matmul_precision",
+    "gram_precision",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 # Fields added after checkpoints were first written: a checkpoint without them was written

@@ -38,7 +38,16 @@ from jax.sharding import PartitionSpec as P
 from psijax import laplacian
 from psijax.errors import UnsupportedError
 
-from laplacian_cells import CI_GROUPS, GROUPS, OPERATORS, RTOL, error, reference, run
+from laplacian_cells import (
+    CI_GROUPS,
+    GROUPS,
+    N_DEVICES,
+    OPERATORS,
+    RTOL,
+    error,
+    reference,
+    run,
+)  # fmt: skip
 from network_grammar import Network, Spec, draw_spec, seeded_spec, walkers
 
 # The oldest and newest JAX (scripts/compat.sh) run every regression test here and, of the
@@ -168,7 +177,7 @@ def test_user_vmap_on_an_explicit_mesh(op):
 
 def explicit_mesh_inputs():
     params, w, ref = slater_jastrow_problem()
-    mesh = jax.make_mesh((4,), ("walkers",), axis_types=(AxisType.Explicit,))
+    mesh = jax.make_mesh((N_DEVICES,), ("walkers",), axis_types=(AxisType.Explicit,))
     params = jax.device_put(params, NamedSharding(mesh, P()))
     w = jax.device_put(w, NamedSharding(mesh, P("walkers")))
     return mesh, params, w, ref

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "psijax"
 # Bottom to top: a module may import its own layer and the layers before it, never one after.
 # docs/architecture.md draws the same picture.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("psijax.types", "psijax.errors"),
+    ("psijax.types", "psijax.errors", "psijax.precision"),
     ("psijax.registry", "psijax.config"),
     ("psijax.statistics", "psijax.system", "psijax.parallel"),
     ("psijax.laplacian", "psijax.ansatz"),

@@ -17,6 +17,8 @@ from psijax.run.loop import run_steps
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
+from laplacian_cells import N_DEVICES
+
 MOL = system.preset("LiH")
 NET = FermiNet(MOL.n_up, MOL.n_down, tuple(map(tuple, MOL.nuclear_positions.tolist())),
                layers=((8, 4),), n_determinants=2)  # fmt: skip
@@ -37,7 +39,7 @@ def setup(n_devices, optimizer, local_energy=LOCAL_ENERGY, n_walkers=16, config=
 @pytest.mark.parametrize("name", ["adam", "spring"])
 def test_steady_state_steps_never_recompile(name):
     opt = optim.adam() if name == "adam" else optim.spring()
-    step, state = setup(4, opt)
+    step, state = setup(N_DEVICES, opt)
     run_steps(step, state, 4)
     assert step._cache_size() == 1
 

@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 import jax
 import jax.numpy as jnp
 
+from psijax import precision
 from psijax.ansatz.head import OrbitalHead
 from psijax.types import Array, Params, Psi
 
@@ -68,6 +69,7 @@ class MolecularAnsatz:
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
 
+    @precision.of_ansatz
     def head_inputs(self, params: Params, r: Array) -> tuple[Array, Array]:
         """What the orbital head takes for one walker: the final electron features
         ``[n, width]`` and the electron-nucleus distances ``[n, atoms]`` (pretraining fits

@@ -15,6 +15,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from psijax import precision
 from psijax.ansatz import features, head
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
@@ -33,6 +34,8 @@ class FermiNet(MolecularAnsatz):
             up and a down determinant (False).
         soft_core: per atom, the softening (bohr) of its distances (effective core
             potentials; empty: none).
+        matmul_precision: float32 products of every evaluation at this precision
+            (``psijax.precision``; None: JAX's setting).
     """
 
     n_up: int
@@ -42,6 +45,7 @@ class FermiNet(MolecularAnsatz):
     n_determinants: int = 8
     full_det: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
+    matmul_precision: str | None = None  # psijax.precision.PRECISIONS
 
     # ----------------------------------------------------------------- init
 
@@ -105,12 +109,14 @@ class FermiNet(MolecularAnsatz):
         return jnp.concatenate(parts, axis=-1)
 
     # ------------------------------------------------------------ orbitals
+    @precision.of_ansatz
     def orbitals(self, params: Params, r: Array) -> list[Array]:
         """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
         h, r_ae = self._features(params, r)
         return self.head.orbitals(params["orbitals"], h, r_ae)
 
     # --------------------------------------------------------------- apply
+    @precision.of_ansatz
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
         return head.determinants(self.orbitals(params, r))
@@ -125,5 +131,5 @@ def from_config(molecule, config) -> FermiNet:
     return FermiNet(
         molecule.n_up, molecule.n_down, nuclei_of(molecule),
         layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
-        soft_core=soft_core_of(molecule, config),
+        soft_core=soft_core_of(molecule, config), matmul_precision=config.matmul_precision,
     )  # fmt: skip

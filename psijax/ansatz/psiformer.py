@@ -24,6 +24,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from psijax import precision
 from psijax.ansatz import features, head
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
@@ -44,6 +45,8 @@ class PsiFormer(MolecularAnsatz):
         jastrow: multiply psi by the electron-electron cusp Jastrow factor.
         soft_core: per atom, the softening (bohr) of its distances (effective core
             potentials; empty: none).
+        matmul_precision: float32 products of every evaluation at this precision
+            (``psijax.precision``; None: JAX's setting).
     """
 
     n_up: int
@@ -57,6 +60,7 @@ class PsiFormer(MolecularAnsatz):
     layer_norm: bool = False
     jastrow: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
+    matmul_precision: str | None = None  # psijax.precision.PRECISIONS
 
     @property
     def model_dim(self) -> int:
@@ -137,12 +141,14 @@ class PsiFormer(MolecularAnsatz):
         return jnp.sum(upper * (same * par + (1.0 - same) * anti))
 
     # ------------------------------------------------------------ orbitals
+    @precision.of_ansatz
     def orbitals(self, params: Params, r: Array) -> list[Array]:
         """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
         h, r_ae = self._features(params, r)
         return self.head.orbitals(params["orbitals"], h, r_ae)
 
     # --------------------------------------------------------------- apply
+    @precision.of_ansatz
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
         psi = head.determinants(self.orbitals(params, r))
@@ -171,5 +177,5 @@ def from_config(molecule, config) -> PsiFormer:
         layers=config.attention_layers, heads=config.attention_heads,
         head_dim=config.attention_head_dim, n_determinants=config.determinants,
         full_det=config.full_det, layer_norm=config.layer_norm, jastrow=config.jastrow,
-        soft_core=soft_core_of(molecule, config),
+        soft_core=soft_core_of(molecule, config), matmul_precision=config.matmul_precision,
     )  # fmt: skip

@@ -36,6 +36,7 @@ from folx.api import FwdLaplArray
 from folx.interpreter import eval_jaxpr_with_forward_laplacian, init_forward_laplacian_state
 from folx.wrapped_functions import get_laplacian
 
+from psijax import precision
 from psijax.errors import UnsupportedError
 from psijax.types import Array, ScalarFn
 
@@ -58,7 +59,7 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
     walker_part = _walker_part(closed, flat)
     state = init_forward_laplacian_state(flat, sparsity=sparsity_threshold > 0, weights=1.0)
     try:
-        with _dense_fallbacks_said_once():
+        with _dense_fallbacks_said_once(), precision.scope(precision.of_jaxpr(closed)):
             (out,) = eval_jaxpr_with_forward_laplacian(
                 walker_part.jaxpr, walker_part.consts, *state,
                 sparsity_threshold=sparsity_threshold,

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, PartitionSpec
 
-from psijax import registry
+from psijax import precision, registry
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, Optimizer
 from psijax.optim.jacobian import Blocked, Dense, Leaves
 from psijax.optim.schedules import inverse_decay
@@ -46,6 +46,7 @@ def spring(
     damping: float = 1e-3,
     momentum: float = 0.99,
     max_norm: float = 0.1,
+    gram_precision: str | None = None,
 ) -> Optimizer:
     """SPRING as an optax-style transformation that needs the per-walker jacobian; the
     learning rate defaults to its ``psijax.registry`` entry's.
@@ -57,7 +58,8 @@ def spring(
     ``centered_energies`` is ``[walkers]`` (clipped E_L minus its mean, 0 for dropped
     walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
     the walkers are split along) the system is assembled from parameter blocks, see the
-    module doc.
+    module doc. ``gram_precision``: the float32 products with the jacobian at this
+    precision (``psijax.precision``; None: JAX's setting).
     """
     if learning_rate is None:
         learning_rate = registry.OPTIMIZERS["spring"].learning_rate
@@ -79,9 +81,10 @@ def spring(
         else:  # walkers split over devices: re-laid out by columns, from the whole array
             direction = functools.partial(_direction_split, mesh, axis)
             jacobian = jacobian.dense() if isinstance(jacobian, Leaves) else jacobian
-        phi = direction(
-            jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
-        )
+        with precision.scope(gram_precision):
+            phi = direction(
+                jacobian, centered_energies, state.previous, damping=damping, momentum=momentum
+            )
         step = schedule(state.count) * phi
         norm = jnp.linalg.norm(step)
         step = step * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-30))
@@ -202,4 +205,8 @@ def _cholesky_unblocked(a: Array) -> Array:
 
 
 def from_config(config) -> Optimizer:
-    return spring(learning_rate=registry.learning_rate(config), decay_steps=config.decay_steps)
+    return spring(
+        learning_rate=registry.learning_rate(config),
+        decay_steps=config.decay_steps,
+        gram_precision=config.gram_precision,
+    )
