@@ -1,0 +1,156 @@
+"""One training step on the default device: compile, step time, memory and its parts.
+
+    python benchmarks/gpu_step.py [--set system=N2 --set walkers=4096 ...] [--steps 10]
+                                  [--parts] [--label NAME]
+
+Builds the training step of ``psijax train`` for the config the ``--set key=value`` pairs
+give (JSON values: ``--set 'layers=[[256,32],[256,32],[256,32],[256,32]]'``), with random
+parameters and no pretraining (a step's cost does not depend on the parameters' values),
+compiled as ``psijax train`` compiles it (``psijax.training.memory.compile_within``: the
+walker chunk and jacobian blocks that fit the device's memory). Prints one JSON line:
+compile seconds, the first step, the median of ``--steps`` steps, walker-steps per second,
+the device's peak memory (``memory_stats``; GPUs only) and XLA's static plan, and with
+``--parts`` each part of the step jitted alone (MCMC moves, local energies, the per-walker
+jacobian, the SPRING update; medians of three calls), which on an accelerator stands in
+for a profile: each part's time is the device's time for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
+from psijax import config as config_lib
+from psijax import sampling
+from psijax.parallel.batching import map_walkers
+from psijax.training import memory
+from psijax.training.job import step_config
+from psijax.training.step import make_step
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from step_profile import random_job
+
+MIB = 2**20
+
+
+def _timed(fn, *args, repeats: int = 3) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def parts(job, config, chunk: int | None) -> dict[str, float]:
+    """Median seconds of each part of the step, each jitted alone, on the job's state."""
+    net, state = job.net, job.state
+    params, walkers = state.params, state.walkers
+    batch = lambda p: lambda w: map_walkers(net.log_abs, p, w, chunk_size=chunk)
+
+    @jax.jit
+    def mcmc(key, params, walkers, log_abs, width):
+        return sampling.metropolis(key, batch(params), walkers, log_abs, width, config.mcmc_moves)
+
+    energies = jax.jit(lambda p, w: map_walkers(job.local_energy, p, w, chunk_size=chunk))
+    flat = lambda p, r: jax.flatten_util.ravel_pytree(jax.grad(net.log_abs)(p, r))[0]
+    jacobian = jax.jit(lambda p, w: map_walkers(flat, p, w, chunk_size=chunk))
+    jac = jacobian(params, walkers)
+    e = energies(params, walkers)
+    centered = e - jnp.mean(e)
+    update = jax.jit(
+        lambda s, p, j, c: job.optimizer.update(p, s, p, jacobian=j, centered_energies=c)
+    )
+    log_abs = batch(params)(walkers)
+    key = jax.random.PRNGKey(0)
+    out = {
+        "mcmc": _timed(mcmc, key, params, walkers, log_abs, state.width),
+        "local_energy": _timed(energies, params, walkers),
+        "jacobian": _timed(jacobian, params, walkers),
+        "optimizer": _timed(update, state.opt_state, params, jac, centered),
+    }
+    del jac
+    return out
+
+
+def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
+    config = config_lib.from_dict(overrides)
+    job = random_job(config)
+    state = job.state
+    build = functools.partial(
+        make_step, job.net.log_abs, job.local_energy, job.optimizer, mesh=job.mesh,
+        state_template=state, sampler=job.sampler,
+    )  # fmt: skip
+    device = jax.devices()[0]
+    out = dict(
+        overrides, device=device.device_kind, jax=jax.__version__,
+        electrons=job.molecule.n_electrons, walkers=config.walkers,
+        params=sum(x.size for x in jax.tree.leaves(state.params)),
+        laplacian=type(job.local_energy.hamiltonian.laplacian).__name__,
+        network=job.net.describe(),
+    )  # fmt: skip
+    t = time.perf_counter()
+    compiled, settings = memory.compile_within(
+        lambda s: build(config=s), step_config(config), state, memory.budget(), config=config,
+        mesh=job.mesh, optimizer=job.optimizer, note=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
+    out["compile_s"] = time.perf_counter() - t
+    out["chunk_size"], out["jacobian_blocks"] = settings.chunk_size, settings.jacobian_blocks
+    mem = compiled.memory_analysis()
+    out["plan_mib"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes
+                       + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / MIB  # fmt: skip
+    t = time.perf_counter()
+    state, metrics = compiled(state)
+    jax.block_until_ready(metrics)
+    out["first_step_s"] = time.perf_counter() - t
+    times, energies = [], []
+    for _ in range(steps):
+        t = time.perf_counter()
+        state, metrics = compiled(state)
+        jax.block_until_ready(metrics)
+        times.append(time.perf_counter() - t)
+        energies.append(float(metrics["energy"]))
+    if times:
+        out["step_s"] = statistics.median(times)
+        out["step_min_s"] = min(times)
+        out["walker_steps_per_s"] = config.walkers / out["step_s"]
+        out["last_energy"] = energies[-1]
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if stats and "peak_bytes_in_use" in stats:
+        out["peak_mib"] = stats["peak_bytes_in_use"] / MIB
+        out["limit_mib"] = stats.get("bytes_limit", 0) / MIB
+    if with_parts:
+        job = job._replace(state=state)
+        out["parts"] = parts(job, config, settings.chunk_size)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--parts", action="store_true")
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    out = measure(overrides, args.steps, args.parts)
+    out["label"] = args.label
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
