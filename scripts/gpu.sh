@@ -7,7 +7,8 @@
 # `pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl folx pyscf`
 # where the GPU machine has no package index), then runs benchmarks/gpu_run.py within
 # SECONDS (default 540): the compat tests that run on one device, the precision tables,
-# step times and memory, and an N2 run for the time left. Results and logs in OUT_DIR.
+# step times and memory, and an N2 run for the time left. Results and logs in
+# OUT_DIR/gpu.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: bash scripts/gpu.sh OUT_DIR [SECONDS]}"
@@ -23,4 +24,8 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 # several processes share the GPU (the tests beside the precision tables); each takes
 # memory as it needs it, and the peak figures are what a step used
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-"$python" benchmarks/gpu_run.py --out "$out" --budget "$budget"
+"$python" benchmarks/gpu_run.py --out "$out/gpu" --budget "$budget"
+status=$?
+# one archive: a device machine's output folder may give back only a few files
+tar -czf "$out/gpu.tar.gz" -C "$out" gpu && rm -rf "$out/gpu"
+exit $status
