@@ -10,8 +10,8 @@ the precisions of ``jax.default_matmul_precision``:
 1. **The wavefunction and its Laplacian** (the ansatz's ``matmul_precision``): FermiNet
    1 x (16, 4), 2 determinants, ``--electrons`` electrons, walkers drawn at random and
    the same walkers with two same-spin electrons 1e-3..1e-1 bohr apart (nearly singular
-   orbital matrices), at precisions default and highest. Against the float64 dense
-   Hessian: log|psi| (absolute error), the kinetic energy per walker (median and 90th
+   orbital matrices), at precisions default and highest. Against the float64 forward
+   Laplacian: log|psi| (absolute error), the kinetic energy per walker (median and 90th
    percentile of the relative error, walkers off by > 1%), the mean kinetic energy (its
    error over the mean absolute kinetic energy: the bias a run would see) and the
    parameter gradient of the mean kinetic energy (relative error of the whole vector),
@@ -77,7 +77,9 @@ def laplacian_table(n: int, count: int, operators: list[str]) -> list[dict]:
                      for s in halves.values()]  # fmt: skip
             return jax.vmap(net.log_abs, (None, 0))(params, ws), k, grads
 
-        ref = jax.device_get(jax.jit(functools.partial(outputs, ref_net, laplacian.Hessian()))(
+        # the forward Laplacian in float64 (tests/test_laplacian_matrix.py holds it to the
+        # dense Hessian there): the Hessian's program took minutes to compile on a GPU
+        ref = jax.device_get(jax.jit(functools.partial(outputs, ref_net, laplacian.Forward()))(
             params64, w))  # fmt: skip
         params32 = jax.tree.map(lambda a: a.astype(jnp.float32), params64)
         ops = {"default": laplacian.default_operator(n), "Forward": laplacian.Forward(),

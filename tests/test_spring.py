@@ -62,3 +62,19 @@ def test_cholesky_solve_matches_numpy(n):
     np.testing.assert_allclose(x, want, rtol=0, atol=1e-3 * np.abs(want).max())
     not_pd = jax.jit(_solve_spd)(-jnp.eye(n), jnp.ones(n))
     assert not np.all(np.isfinite(not_pd))
+
+
+@pytest.mark.parametrize("platform,factor,loop", [("cpu", None, True), ("cuda", "potrf", False)])
+def test_the_factor_is_the_devices_own_on_a_gpu(platform, factor, loop):
+    """On a CPU the factor is XLA's loop (LAPACK's competes with XLA's pool); on a GPU
+    cuSOLVER's, whose one call replaces a kernel launch per column. Checked on the program
+    lowered for each platform, which needs no GPU."""
+    import re
+
+    from psijax.optim.spring import _solve_spd
+
+    shapes = (jax.ShapeDtypeStruct((64, 64), jnp.float32), jax.ShapeDtypeStruct((64,), jnp.float32))
+    text = jax.export.export(jax.jit(_solve_spd), platforms=[platform])(*shapes).mlir_module()
+    calls = set(re.findall(r"custom_call @(\w+)", text))
+    assert any("potrf" in c for c in calls) == (factor is not None), calls
+    assert ("stablehlo.while" in text) == loop
