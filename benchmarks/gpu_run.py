@@ -11,14 +11,16 @@ JSON object per row, and one log per part), and the tables are printed at the en
    GPU, beside 2. (neither is timed);
 2. benchmarks/precision.py: float32 errors of the Laplacian, its gradient and SPRING's
    direction at each matrix-product precision, and the SPRING update's time;
-3. benchmarks/gpu_step.py: the default LiH job and N2 at FermiNet's production sizes
-   (4 x (256, 32), 16 determinants, 4,096 walkers), each with the step's parts, then LiH
-   with TensorFloat-32 everywhere (SPRING's update at production sizes in each precision
-   is in 2.);
+3. benchmarks/gpu_step.py: the default LiH job with the step's parts, the same with XLA's
+   loop for SPRING's Cholesky factor (the CPU's; an A/B of the device's own) and with
+   TensorFloat-32 in the wavefunction, then N2 at FermiNet's production sizes
+   (4 x (256, 32), 16 determinants, 4,096 walkers) with its parts (SPRING's update at
+   production sizes in each precision is in 2.);
 4. ``psijax train --system N2`` at the defaults for what time is left: the energy against
    the estimated exact energy as the run goes.
 
-``--quick`` shrinks every size and deadline, to check the script itself on a CPU.
+``--only`` runs some of the parts (e.g. ``--only n2_production,accuracy``); ``--quick``
+shrinks every size, to check the script itself on a CPU.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 N2_EXACT = -109.5423  # psijax.system.presets, estimated exact
 PRODUCTION = ["layers=[[256,32],[256,32],[256,32],[256,32]]", "determinants=16", "walkers=4096"]
-TF32 = ["matmul_precision=default", "gram_precision=default"]
 # tests that need several devices, a CPU or several processes
 NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
 
@@ -193,12 +194,20 @@ def tables(run: Run) -> None:
         print("\n" + text[text.find("| walkers |") :] if "| walkers |" in text else "")
 
 
+PARTS = ("tests", "precision", "lih", "lih_loop_factor", "lih_tf32", "n2_production",
+         "accuracy")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the script")
+    parser.add_argument("--only", default=",".join(PARTS), help=f"some of {','.join(PARTS)}")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if only - set(PARTS):
+        parser.error(f"--only: unknown parts {sorted(only - set(PARTS))}; use some of {PARTS}")
     os.makedirs(args.out, exist_ok=True)
     run = Run(args.out, args.budget, args.quick)
     py = sys.executable
@@ -215,9 +224,10 @@ def main() -> None:
     precision = [py, "benchmarks/precision.py", "--out", os.path.join(args.out, "precision.json")]
     precision += ["--electrons", "6", "--walkers", "8", "--gram-walkers", "64"] * args.quick
     side = min(180.0, run.left() * 0.35)
-    procs = [(name, *run.start(name, cmd)) for name, cmd in
-             (("tests", tests), ("tests_precision", tests_precision),
-              ("precision", precision))]  # fmt: skip
+    chosen = [(name, cmd) for name, cmd, part in (
+        ("tests", tests, "tests"), ("tests_precision", tests_precision, "tests"),
+        ("precision", precision, "precision")) if part in only]  # fmt: skip
+    procs = [(name, *run.start(name, cmd)) for name, cmd in chosen]
     end = time.monotonic() + side
     for name, proc, log in procs:
         run.finish(name, proc, log, end - time.monotonic())
@@ -229,17 +239,23 @@ def main() -> None:
     sets = lambda items: [x for item in items for x in ("--set", item)]
     rows = [
         ("lih", ["--steps", lih_steps, "--parts", *sets(["system=LiH"])], 90),
-        ("n2_production", ["--steps", big_steps, "--parts", *sets(big)], 170),
-        ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", *TF32])], 60),
+        # the A/B of SPRING's Cholesky factor: XLA's loop, as on a CPU
+        ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])], 60),
+        # TensorFloat-32 in the wavefunction only (SPRING's products in it give NaN)
+        ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])], 60),
+        ("n2_production", ["--steps", big_steps, "--parts", *sets(big)], 240),
     ]
     for label, extra, timeout in rows:
+        if label not in only:
+            continue
         code = run.run(label, [*step, *extra, "--label", label], timeout)
         if code == 0:
             for row in run.rows_of(label):
                 run.record(row)
 
     # 4: what is left
-    accuracy(run, run.left() - 30)
+    if "accuracy" in only:
+        accuracy(run, run.left() - 30)
     tables(run)
 
 

@@ -139,7 +139,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--parts", action="store_true")
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--factor", choices=("device", "loop"), default="device",
+        help="SPRING's Cholesky factor: the device's own (psijax's choice off a CPU) or XLA's "
+        "loop on every platform (the CPU's), for an A/B",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.factor == "loop":
+        import importlib
+
+        spring = importlib.import_module("psijax.optim.spring")  # the module, not the function
+        spring._factor = spring._cholesky
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")
@@ -148,7 +158,7 @@ def main() -> None:
         except json.JSONDecodeError:
             overrides[key] = value
     out = measure(overrides, args.steps, args.parts)
-    out["label"] = args.label
+    out["label"], out["factor"] = args.label, args.factor
     print(json.dumps(out), flush=True)
 
 

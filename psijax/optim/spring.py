@@ -159,13 +159,18 @@ def _direction_split(
 
 def _solve_spd(matrix: Array, rhs: Array) -> Array:
     """``matrix^-1 rhs`` for a symmetric positive definite ``matrix`` (NaN if it is not)."""
-    # On a CPU the factor below; elsewhere the device's own (cuSOLVER on a GPU), where the
-    # loop's one column per iteration costs a kernel launch each: on an H100 the SPRING
-    # update of the LiH job took 2.5 ms of the 5.2 ms step that way (docs/benchmarks.md, GPU).
-    lower = jax.lax.platform_dependent(matrix, cpu=_cholesky, default=jnp.linalg.cholesky)
+    lower = _factor(matrix)
     solve = jax.lax.linalg.triangular_solve
     y = solve(lower, rhs[:, None], left_side=True, lower=True)
     return solve(lower, y, left_side=True, lower=True, transpose_a=True)[:, 0]
+
+
+def _factor(matrix: Array) -> Array:
+    """The lower Cholesky factor: on a CPU ``_cholesky``; elsewhere the device's own
+    (cuSOLVER's on a GPU), where ``_cholesky``'s one column per loop iteration costs a kernel
+    launch each: on an H100 the SPRING update of the LiH job took 2.5 ms of the 5.2 ms step
+    that way (docs/benchmarks.md, GPU)."""
+    return jax.lax.platform_dependent(matrix, cpu=_cholesky, default=jnp.linalg.cholesky)
 
 
 # Below this size the factor is computed in XLA (recursive blocks of _BLOCK columns).
