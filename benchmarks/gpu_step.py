@@ -18,7 +18,6 @@ for a profile: each part's time is the device's time for it.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -30,12 +29,9 @@ import jax.numpy as jnp
 from psijax import config as config_lib
 from psijax import sampling
 from psijax.parallel.batching import map_walkers
-from psijax.training import memory
-from psijax.training.job import step_config
-from psijax.training.step import make_step
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from step_profile import random_job
+from step_profile import compile_as_train, random_job
 
 MIB = 2**20
 
@@ -85,10 +81,6 @@ def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
     config = config_lib.from_dict(overrides)
     job = random_job(config)
     state = job.state
-    build = functools.partial(
-        make_step, job.net.log_abs, job.local_energy, job.optimizer, mesh=job.mesh,
-        state_template=state, sampler=job.sampler,
-    )  # fmt: skip
     device = jax.devices()[0]
     out = dict(
         overrides, device=device.device_kind, jax=jax.__version__,
@@ -97,16 +89,8 @@ def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
         laplacian=type(job.local_energy.hamiltonian.laplacian).__name__,
         network=job.net.describe(),
     )  # fmt: skip
-    t = time.perf_counter()
-    compiled, settings = memory.compile_within(
-        lambda s: build(config=s), step_config(config), state, memory.budget(), config=config,
-        mesh=job.mesh, optimizer=job.optimizer, note=lambda line: print(line, file=sys.stderr),
-    )  # fmt: skip
-    out["compile_s"] = time.perf_counter() - t
-    out["chunk_size"], out["jacobian_blocks"] = settings.chunk_size, settings.jacobian_blocks
-    mem = compiled.memory_analysis()
-    out["plan_mib"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes
-                       + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / MIB  # fmt: skip
+    compiled, compiled_as = compile_as_train(job, config)
+    out.update(compiled_as)
     t = time.perf_counter()
     state, metrics = compiled(state)
     jax.block_until_ready(metrics)
@@ -129,7 +113,7 @@ def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
         out["limit_mib"] = stats.get("bytes_limit", 0) / MIB
     if with_parts:
         job = job._replace(state=state)
-        out["parts"] = parts(job, config, settings.chunk_size)
+        out["parts"] = parts(job, config, compiled_as["chunk_size"])
     return out
 
 

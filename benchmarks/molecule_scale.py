@@ -107,34 +107,20 @@ def measure(row: dict) -> dict:
 
     from psijax import config as config_lib
     from psijax.training import memory
-    from psijax.training.job import step_config
-    from psijax.training.step import make_step
 
     sys.path.insert(0, HERE)
-    from step_profile import PARTS, random_job, trace_parts
+    from step_profile import PARTS, compile_as_train, random_job, trace_parts
 
     values = dict(system=atom_string(row["system"]), **SIZES[(row["ansatz"], row["size"])])
     config = config_lib.from_dict(values)
     job = random_job(config)
-    molecule, net, mesh, state = job.molecule, job.net, job.mesh, job.state
-    optimizer = job.optimizer
-    build = lambda settings: make_step(
-        net.log_abs, job.local_energy, optimizer, settings, mesh, state, job.sampler
-    )
+    molecule, net, state = job.molecule, job.net, job.state
     laplacian = type(job.local_energy.hamiltonian.laplacian).__name__
     out = dict(row, electrons=molecule.n_electrons, walkers=config.walkers,
                params=sum(x.size for x in jax.tree.leaves(state.params)),
                laplacian=laplacian, network=net.describe())  # fmt: skip
-    t = time.perf_counter()
-    compiled, settings = memory.compile_within(
-        build, step_config(config), state, memory.budget(), config=config, mesh=mesh,
-        optimizer=optimizer, note=lambda line: print(line, file=sys.stderr),
-    )  # fmt: skip
-    out["compile_s"] = time.perf_counter() - t
-    out["chunk_size"], out["jacobian_blocks"] = settings.chunk_size, settings.jacobian_blocks
-    mem = compiled.memory_analysis()
-    out["plan_mib"] = (mem.argument_size_in_bytes + mem.output_size_in_bytes
-                       + mem.temp_size_in_bytes - mem.alias_size_in_bytes) / MIB  # fmt: skip
+    compiled, compiled_as = compile_as_train(job, config)
+    out.update(compiled_as)
     if row["steps"] == 0:
         out["skipped"] = "compiled only"
         return out

@@ -101,6 +101,33 @@ def random_job(config) -> Job:
     return Job(molecule, mesh, net, local_energy, optimizer, registry.sampler(config), state)
 
 
+def compile_as_train(job: Job, config) -> tuple:
+    """The job's training step compiled as ``psijax train`` compiles it
+    (``psijax.training.memory.compile_within``: the walker chunk and jacobian blocks that fit
+    the device), and what that gave: compile seconds, the chunk, the blocks and XLA's static
+    plan in MiB (arguments + outputs + temporaries - aliased)."""
+    import sys
+
+    from psijax.training import memory
+    from psijax.training.job import step_config
+
+    build = lambda settings: make_step(
+        job.net.log_abs, job.local_energy, job.optimizer, settings, job.mesh, job.state,
+        job.sampler,
+    )  # fmt: skip
+    t = time.perf_counter()
+    compiled, settings = memory.compile_within(
+        build, step_config(config), job.state, memory.budget(), config=config, mesh=job.mesh,
+        optimizer=job.optimizer, note=lambda line: print(line, file=sys.stderr),
+    )  # fmt: skip
+    seconds = time.perf_counter() - t
+    mem = compiled.memory_analysis()
+    plan = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
+            - mem.alias_size_in_bytes) / 2**20  # fmt: skip
+    return compiled, dict(compile_s=seconds, chunk_size=settings.chunk_size,
+                          jacobian_blocks=settings.jacobian_blocks, plan_mib=plan)  # fmt: skip
+
+
 class Trace(NamedTuple):
     walls: list[float]  # wall seconds per traced step
     busy: collections.Counter  # part -> ns over all threads
