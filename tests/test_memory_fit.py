@@ -188,3 +188,11 @@ def test_an_evaluation_fits_its_step_to_the_memory_it_is_given(tmp_path, monkeyp
     assert plans[-1].total <= plans[0].total // 2 < plans[1].total
     shown = capsys.readouterr()
     assert "the evaluation step plans " in shown.err + shown.out
+
+
+def test_on_a_gpu_the_lines_say_how_to_give_jax_more_memory():
+    from psijax.training.memory import more_memory
+
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=0.9" in more_memory("gpu", {})
+    assert more_memory("gpu", {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}) == ""  # the user's
+    assert more_memory("cpu", {}) == ""
