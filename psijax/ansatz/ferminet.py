@@ -45,7 +45,7 @@ class FermiNet(MolecularAnsatz):
     n_determinants: int = 8
     full_det: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
-    matmul_precision: str | None = None  # psijax.precision.PRECISIONS
+    matmul_precision: str | None = "highest"  # psijax.precision.PRECISIONS, as Config
 
     # ----------------------------------------------------------------- init
 

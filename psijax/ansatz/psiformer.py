@@ -60,7 +60,7 @@ class PsiFormer(MolecularAnsatz):
     layer_norm: bool = False
     jastrow: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
-    matmul_precision: str | None = None  # psijax.precision.PRECISIONS
+    matmul_precision: str | None = "highest"  # psijax.precision.PRECISIONS, as Config
 
     @property
     def model_dim(self) -> int:
