@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # psijax's GPU measurements on a machine with JAX's CUDA build, in one call:
 #
-#   bash scripts/gpu.sh OUT_DIR [SECONDS]
+#   bash scripts/gpu.sh OUT_DIR [SECONDS] [--only PARTS]   # more arguments go to gpu_run.py
 #
 # Installs what the machine lacks from wheels in .whl/ (folx and pyscf, made elsewhere with
 # `pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl folx pyscf`
@@ -26,7 +26,7 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 # default share is 75%: N2 at production sizes then formed its jacobian in two blocks)
 export XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=0.9
 export PYTHONUNBUFFERED=1
-"$python" benchmarks/gpu_run.py --out "$out/gpu" --budget "$budget"
+"$python" benchmarks/gpu_run.py --out "$out/gpu" --budget "$budget" "${@:3}"
 status=$?
 # one archive: a device machine's output folder may give back only a few files
 tar -czf "$out/gpu.tar.gz" -C "$out" gpu && rm -rf "$out/gpu"
