@@ -62,10 +62,10 @@ HELP = {
     "chunk_size": "walkers per chunk of the local energy (bounds memory)",
     "jacobian_blocks": "SPRING: form the walkers x parameters jacobian in this many parameter "
     "blocks, never whole (bounds memory; slower)",
-    "matmul_precision": "float32 matrix products of the wavefunction and its derivatives "
-    "(GPU: default is TensorFloat-32)",
-    "gram_precision": "float32 matrix products of SPRING with the jacobian (GPU: default is "
-    "TensorFloat-32)",
+    "matmul_precision": "float32 matrix products of the wavefunction and its derivatives: "
+    "highest (full float32) or default / high (TensorFloat-32 on a GPU)",
+    "gram_precision": "float32 matrix products of SPRING with the jacobian: highest (full "
+    "float32) or default / high (TensorFloat-32 on a GPU: NaN updates there)",
     "devices": "devices to shard walkers over",
     "eval_fraction": "trailing fraction of the steps that gives the energy",
     "target_error": "stop early once the energy's error bar (Ha) is below this and it no "

@@ -46,7 +46,7 @@ def spring(
     damping: float = 1e-3,
     momentum: float = 0.99,
     max_norm: float = 0.1,
-    gram_precision: str | None = None,
+    gram_precision: str | None = "highest",
 ) -> Optimizer:
     """SPRING as an optax-style transformation that needs the per-walker jacobian; the
     learning rate defaults to its ``psijax.registry`` entry's.
@@ -59,7 +59,8 @@ def spring(
     walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
     the walkers are split along) the system is assembled from parameter blocks, see the
     module doc. ``gram_precision``: the float32 products with the jacobian at this
-    precision (``psijax.precision``; None: JAX's setting).
+    precision (``psijax.precision``; None: JAX's setting, on a GPU TensorFloat-32, with which
+    the direction was NaN).
     """
     if learning_rate is None:
         learning_rate = registry.OPTIMIZERS["spring"].learning_rate
@@ -168,8 +169,8 @@ def _solve_spd(matrix: Array, rhs: Array) -> Array:
 def _factor(matrix: Array) -> Array:
     """The lower Cholesky factor: on a CPU ``_cholesky``; elsewhere the device's own
     (cuSOLVER's on a GPU), where ``_cholesky``'s one column per loop iteration costs a kernel
-    launch each: on an H100 the SPRING update of the LiH job took 2.5 ms of the 5.2 ms step
-    that way (docs/benchmarks.md, GPU)."""
+    launch each: on an H100 the whole SPRING update of the LiH job took 2.5 ms of its 5.2 ms
+    step with that loop (docs/benchmarks.md, GPU)."""
     return jax.lax.platform_dependent(matrix, cpu=_cholesky, default=jnp.linalg.cholesky)
 
 
