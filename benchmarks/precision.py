@@ -10,18 +10,20 @@ the precisions of ``jax.default_matmul_precision``:
 1. **The wavefunction and its Laplacian** (the ansatz's ``matmul_precision``): FermiNet
    1 x (16, 4), 2 determinants, ``--electrons`` electrons, walkers drawn at random and
    the same walkers with two same-spin electrons 1e-3..1e-1 bohr apart (nearly singular
-   orbital matrices), at precisions default and highest. Against the float64 forward
-   Laplacian: log|psi| (absolute error), the kinetic energy per walker (median and 90th
-   percentile of the relative error, walkers off by > 1%), the mean kinetic energy (its
-   error over the mean absolute kinetic energy: the bias a run would see) and the
-   parameter gradient of the mean kinetic energy (relative error of the whole vector),
-   for the ``--operators`` (the default operator, ``Forward``, ``Loop``).
-2. **SPRING's products** (``gram_precision``), at default, high and highest: the update
-   direction of SPRING from the per-walker jacobian of psijax's default network for LiH
-   (256 walkers) against the same formula in float64 with numpy (relative error), and
-   the time of one SPRING update on a random jacobian of ``--gram-walkers`` x the
-   parameters of FermiNet 4 x (256, 32), 16 determinants, for N2 (FermiNet's production
-   sizes).
+   orbital matrices), at precisions default and highest, and with TensorFloat-32 emulated
+   on any device (benchmarks/tf32_emulation.py: at most what a GPU's default precision
+   gives). Against the float64 forward Laplacian: log|psi| (absolute error), the kinetic
+   energy per walker (median and 90th percentile of the relative error, walkers off by
+   > 1%), the mean kinetic energy (its error over the mean absolute kinetic energy: the
+   bias a run would see) and the parameter gradient of the mean kinetic energy (relative
+   error of the whole vector), for the ``--operators`` (the default operator, ``Forward``,
+   ``Loop``).
+2. **SPRING's products** (``gram_precision``), at default, high, highest and emulated
+   TensorFloat-32: the update direction of SPRING from the per-walker jacobian of psijax's
+   default network for LiH (256 walkers) against the same formula in float64 with numpy
+   (relative error), and the time of one SPRING update on a random jacobian of
+   ``--gram-walkers`` x the parameters of FermiNet 4 x (256, 32), 16 determinants, for N2
+   (FermiNet's production sizes).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import platform
 import statistics
+import sys
 import time
 
 import jax
@@ -42,7 +46,11 @@ from psijax import laplacian, optim, registry, system
 from psijax.ansatz import FermiNet
 from psijax.hamiltonian import kinetic_energy
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf32_emulation import tf32
+
 PRECISIONS = ("default", "high", "highest")
+EMULATED = "TF32 emulated"  # benchmarks/tf32_emulation.py: what a GPU's default would give
 
 
 def walkers(n: int, count: int) -> jax.Array:
@@ -84,9 +92,12 @@ def laplacian_table(n: int, count: int, operators: list[str]) -> list[dict]:
         params32 = jax.tree.map(lambda a: a.astype(jnp.float32), params64)
         ops = {"default": laplacian.default_operator(n), "Forward": laplacian.Forward(),
                "Loop": laplacian.Loop()}  # fmt: skip
-        for precision in ("default", "highest"):
+        variants = (("default", "default", False), ("highest", "highest", False),
+                    (EMULATED, None, True))  # fmt: skip
+        for precision, setting, emulate in variants:
             for name in operators:
-                fn = jax.jit(functools.partial(outputs, net_of(precision), ops[name]))
+                fn = functools.partial(outputs, net_of(setting), ops[name])
+                fn = jax.jit(tf32(fn) if emulate else fn)
                 out = jax.device_get(fn(params32, w.astype(jnp.float32)))
                 for i, (label, s) in enumerate(halves.items()):
                     psi, k, g = (np.asarray(x, np.float64)
@@ -133,11 +144,13 @@ def gram_table(gram_walkers: int) -> list[dict]:
     centered -= centered.mean()
     ref = spring_reference(np.asarray(jac, np.float64), centered)
     flat = jnp.zeros(jac.shape[1])
-    for precision in PRECISIONS:
+    for precision in (*PRECISIONS, EMULATED):
+        setting = None if precision == EMULATED else precision
         opt = optim.spring(learning_rate=1.0, momentum=0.0, max_norm=1e30,
-                           gram_precision=precision)  # fmt: skip
+                           gram_precision=setting)  # fmt: skip
         state = opt.init(flat)
-        update = jax.jit(functools.partial(direction, opt, flat))
+        update = functools.partial(direction, opt, flat)
+        update = jax.jit(tf32(update) if precision == EMULATED else update)
         phi = np.asarray(update(state, jac, jnp.asarray(centered, jnp.float32)), np.float64)
         rows.append(dict(part="SPRING direction, LiH 256 walkers", precision=precision,
                          params=int(jac.shape[1]),
