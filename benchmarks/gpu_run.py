@@ -29,6 +29,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,20 +140,21 @@ def accuracy(run: Run, seconds: float) -> None:
         return
     with open(metrics) as f:
         rows = [r for r in csv.DictReader(f)]
-    with open(metrics) as src, open(os.path.join(run.out, "n2_metrics.csv"), "w") as dst:
-        dst.write(src.read())
+    shutil.copyfile(metrics, os.path.join(run.out, "n2_metrics.csv"))
     run.record(dict(part="accuracy", wall_s=wall, steps=len(rows),
                     first_seconds=float(rows[0]["seconds"]) if rows else None,
                     last_seconds=float(rows[-1]["seconds"]) if rows else None))  # fmt: skip
 
 
 def trajectory(path: str) -> list[tuple[int, float, float, float]]:
-    """(last step, seconds, mean energy, its gap to exact in mHa) per window of steps."""
+    """(last step, seconds, mean energy, its gap to exact in mHa) per window of steps: up to
+    12 windows of near-equal length (no short remainder of a few steps)."""
     with open(path) as f:
         rows = [r for r in csv.DictReader(f)]
-    out, window = [], max(1, len(rows) // 12)
-    for i in range(0, len(rows), window):
-        part = rows[i : i + window]
+    n = min(12, len(rows))
+    out = []
+    for k in range(n):
+        part = rows[k * len(rows) // n : (k + 1) * len(rows) // n]
         e = sum(float(r["energy"]) for r in part) / len(part)
         out.append((int(part[-1]["step"]), float(part[-1]["seconds"]), e, 1e3 * (e - N2_EXACT)))
     return out
