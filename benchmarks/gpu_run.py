@@ -1,23 +1,27 @@
 """Everything psijax measures on a GPU, in one call within a time budget.
 
-    python benchmarks/gpu_run.py --out DIR [--budget 540] [--quick]
+    python benchmarks/gpu_run.py --out DIR [--budget 540] [--only PARTS] [--quick]
 
 scripts/gpu.sh runs it on a bare GPU machine (after installing what is missing there).
-Each part runs in its own process with its own deadline, so a part that breaks or runs
+Each part runs in its own process, all started at once (compiling is the CPU's work and the
+GPU machine has 16 cores); the step rows are then timed one at a time, every other process
+stopped (SIGSTOP) meanwhile, so no timed figure shares the GPU. A part that breaks or runs
 long costs that part only; the results go to ``DIR`` as they come (``results.jsonl``, one
 JSON object per row, and one log per part), and the tables are printed at the end:
 
-1. the tests marked ``compat`` that run on one device, and tests/test_precision.py, on the
-   GPU, beside 2. (neither is timed);
+1. the tests marked ``compat`` that run on one device, and tests/test_precision.py (not
+   timed);
 2. benchmarks/precision.py: float32 errors of the Laplacian, its gradient and SPRING's
-   direction at each matrix-product precision, and the SPRING update's time;
+   direction at each matrix-product precision (not timed);
 3. benchmarks/gpu_step.py: the default LiH job with the step's parts, the same with XLA's
    loop for SPRING's Cholesky factor (the CPU's; an A/B of the device's own) and with
-   TensorFloat-32 in the wavefunction, then N2 at FermiNet's production sizes
-   (4 x (256, 32), 16 determinants, 4,096 walkers) with its parts (SPRING's update at
-   production sizes in each precision is in 2.);
-4. ``psijax train --system N2`` at the defaults for what time is left: the energy against
-   the estimated exact energy as the run goes.
+   TensorFloat-32 in the wavefunction, then N2 (14 electrons) and butadiene (30) at
+   FermiNet's production sizes (4 x (256, 32), 16 determinants, 4,096 walkers) with their
+   parts;
+4. ``psijax train --system N2`` at the defaults from the start to the end (paused while a
+   row is timed), continued where ``--run-dir`` already holds the run: the energy against
+   the estimated exact energy as the run goes; its newest checkpoint comes back with the
+   results, so a later GPU session can continue it.
 
 ``--only`` runs some of the parts (e.g. ``--only n2_production,accuracy``); ``--quick``
 shrinks every size, to check the script itself on a CPU.
@@ -26,6 +30,7 @@ shrinks every size, to check the script itself on a CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -38,8 +43,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from molecule_scale import atom_string  # noqa: E402
+
 N2_EXACT = -109.5423  # psijax.system.presets, estimated exact
 PRODUCTION = ["layers=[[256,32],[256,32],[256,32],[256,32]]", "determinants=16", "walkers=4096"]
+# trans-1,3-butadiene, 30 electrons (benchmarks/molecule_scale.py)
+BUTADIENE = atom_string("C4H6")
+# seconds each row may take once it is told to go (its steps and parts)
+TIMED = dict(lih=60, lih_loop_factor=40, lih_tf32=40, n2_production=150, c4h6_production=180)
 # tests that need several devices, a CPU or several processes
 NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
 
@@ -83,15 +95,6 @@ class Run:
         print(f"[{name}] exit {code} ({self.left():.0f} s left)", flush=True)
         return code
 
-    def run(self, name: str, cmd: list[str], timeout: float) -> int | None:
-        timeout = min(timeout, self.left() - 30)
-        if timeout < 10:
-            self.record(dict(part=name, skipped="no time left"))
-            print(f"[{name}] skipped: no time left", flush=True)
-            return None
-        proc, log = self.start(name, cmd)
-        return self.finish(name, proc, log, timeout)
-
     def rows_of(self, name: str) -> list[dict]:
         with open(os.path.join(self.out, f"{name}.log")) as f:
             return [json.loads(x) for x in f if x.startswith("{")]
@@ -118,31 +121,98 @@ def _has(program: str) -> bool:
     return any(os.access(os.path.join(d, program), os.X_OK) for d in os.environ["PATH"].split(":"))
 
 
-def accuracy(run: Run, seconds: float) -> None:
-    """``psijax train --system N2`` until ``seconds`` have passed, then SIGTERM (psijax
-    writes a checkpoint and stops); the energy trajectory from its metrics.csv."""
-    if seconds < 30:
-        run.record(dict(part="accuracy", skipped="no time left"))
-        return
-    work = tempfile.mkdtemp(prefix="psijax-gpu-n2-")
-    cmd = [sys.executable, "-m", "psijax.cli", "train", "--system", "N2", "--steps", "100000",
-           "--out", os.path.join(work, "run"), "--checkpoint-minutes", "0",
-           "--checkpoint-every", "0"]  # fmt: skip
-    if run.quick:
-        cmd += ["--walkers", "32", "--layers", "16x4", "--determinants", "2"]
-    started = time.monotonic()
-    proc, log = run.start("accuracy", cmd)
-    run.finish("accuracy", proc, log, seconds)
-    wall = time.monotonic() - started
-    metrics = os.path.join(work, "run", "metrics.csv")
+def side_jobs(args, only: set[str]) -> list[tuple[str, list[str]]]:
+    """The compat tests, tests/test_precision.py and the precision tables (none is timed)."""
+    py = sys.executable
+    # pytest-benchmark (on some GPU images) warns under xdist, which the suite's
+    # warnings-are-errors setting turns into an internal error: leave it out
+    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    tests = [*pytest, "-m", "compat", "-k", NOT_ON_ONE_GPU, "-n", "4", "tests/"]
+    if args.quick:
+        tests[tests.index("-k") + 1] += " and operator_results"
+    # the SPRING update's time at production sizes is a timed figure: measured alone with
+    # `benchmarks/precision.py` where wanted; here its errors, with a small jacobian
+    precision = [py, "benchmarks/precision.py", "--out", os.path.join(args.out, "precision.json"),
+                 "--gram-walkers", "64" if args.quick else "512"]  # fmt: skip
+    precision += ["--electrons", "6", "--walkers", "8"] * args.quick
+    tests_precision = [*pytest, "-n", "2", "tests/test_precision.py"]
+    jobs = [("tests", tests, "tests"), ("tests_precision", tests_precision, "tests"),
+            ("precision", precision, "precision")]  # fmt: skip
+    return [(name, cmd) for name, cmd, part in jobs if part in only]
+
+
+def step_rows(args, only: set[str]) -> list[tuple[str, list[str]]]:
+    """benchmarks/gpu_step.py per row, each told to wait for its go file once compiled."""
+    step = [sys.executable, "benchmarks/gpu_step.py"]
+    lih_steps, big_steps = ("3", "1") if args.quick else ("30", "5")
+    small = ["walkers=64", "layers=[[32,8]]", "determinants=2"] if args.quick else PRODUCTION
+    sets = lambda items: [x for item in items for x in ("--set", item)]
+    rows = [
+        ("lih", ["--steps", lih_steps, "--parts", *sets(["system=LiH"])]),
+        # the A/B of SPRING's Cholesky factor: XLA's loop, as on a CPU
+        ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])]),
+        # TensorFloat-32 in the wavefunction only (SPRING's products in it give NaN)
+        ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])]),
+        ("n2_production", ["--steps", big_steps, "--parts", *sets(["system=N2", *small])]),
+        ("c4h6_production", ["--steps", big_steps, "--parts",
+                             *sets([f"system={BUTADIENE}", *small])]),
+    ]  # fmt: skip
+    return [(label, [*step, *extra, "--label", label, "--go",
+                     os.path.join(args.out, f"go-{label}")])
+            for label, extra in rows if label in only]  # fmt: skip
+
+
+def wait_ready(run: Run, label: str, proc, seconds: float) -> bool:
+    """Whether the row said READY (compiled) within ``seconds``."""
+    end = time.monotonic() + seconds
+    path = os.path.join(run.out, f"{label}.log")
+    while time.monotonic() < end and proc.poll() is None:
+        with open(path) as f:
+            if "READY\n" in f.read():
+                return True
+        time.sleep(0.5)
+    run.record(dict(part=label, ready=False, exit=proc.poll()))
+    return False
+
+
+def signal_all(procs: dict, sig: int) -> None:
+    for proc, _ in procs.values():
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+
+
+def accuracy_start(run: Run, run_dir: str):
+    """``psijax train --system N2`` (continued where ``run_dir`` holds a run), running until
+    ``accuracy_finish``; (start time, process, log)."""
+    path = os.path.join(run_dir, "run")
+    cmd = [sys.executable, "-m", "psijax.cli", "train", "--steps", "1000000", "--stall-timeout",
+           "0", "--checkpoint-minutes", "2", "--checkpoint-every", "0"]  # fmt: skip
+    if os.path.exists(os.path.join(path, "config.json")):
+        cmd += ["--resume", path]
+    else:
+        cmd += ["--system", "N2", "--out", path]
+        if run.quick:
+            cmd += ["--walkers", "32", "--layers", "16x4", "--determinants", "2"]
+    return (time.monotonic(), *run.start("accuracy", cmd))
+
+
+def accuracy_finish(run: Run, started: float, proc, log, run_dir: str, paused: float) -> None:
+    """SIGTERM at the deadline (psijax writes a checkpoint and stops); its metrics and
+    newest checkpoint into the results (to continue the run elsewhere)."""
+    run.finish("accuracy", proc, log, run.left() - 25)
+    path = os.path.join(run_dir, "run")
+    metrics = os.path.join(path, "metrics.csv")
     if not os.path.exists(metrics):
         run.record(dict(part="accuracy", error="no metrics.csv"))
         return
+    shutil.copyfile(metrics, os.path.join(run.out, "n2_metrics.csv"))
+    shutil.copytree(path, os.path.join(run.out, "n2_run"), dirs_exist_ok=True)
     with open(metrics) as f:
         rows = [r for r in csv.DictReader(f)]
-    shutil.copyfile(metrics, os.path.join(run.out, "n2_metrics.csv"))
-    run.record(dict(part="accuracy", wall_s=wall, steps=len(rows),
-                    first_seconds=float(rows[0]["seconds"]) if rows else None,
+    run.record(dict(part="accuracy", wall_s=round(time.monotonic() - started, 1),
+                    paused_s=round(paused, 1), steps=len(rows),
+                    last_step=int(rows[-1]["step"]) if rows else None,
                     last_seconds=float(rows[-1]["seconds"]) if rows else None))  # fmt: skip
 
 
@@ -197,7 +267,7 @@ def tables(run: Run) -> None:
 
 
 PARTS = ("tests", "precision", "lih", "lih_loop_factor", "lih_tf32", "n2_production",
-         "accuracy")  # fmt: skip
+         "c4h6_production", "accuracy")  # fmt: skip
 
 
 def main() -> None:
@@ -206,58 +276,48 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the script")
     parser.add_argument("--only", default=",".join(PARTS), help=f"some of {','.join(PARTS)}")
+    parser.add_argument("--run-dir", default=os.path.join(tempfile.gettempdir(), "psijax-gpu-n2"),
+                        help="the accuracy run's directory: continued where it exists")  # fmt: skip
     args = parser.parse_args()
     only = set(args.only.split(","))
     if only - set(PARTS):
         parser.error(f"--only: unknown parts {sorted(only - set(PARTS))}; use some of {PARTS}")
     os.makedirs(args.out, exist_ok=True)
     run = Run(args.out, args.budget, args.quick)
-    py = sys.executable
     environment(run)
 
-    # 1 and 2 side by side: neither is timed
-    # pytest-benchmark (on some GPU images) warns under xdist, which the suite's
-    # warnings-are-errors setting turns into an internal error: leave it out
-    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
-    tests = [*pytest, "-m", "compat", "-k", NOT_ON_ONE_GPU, "-n", "4", "tests/"]
-    tests_precision = [*pytest, "-n", "2", "tests/test_precision.py"]
-    if args.quick:
-        tests[tests.index("-k") + 1] += " and operator_results"
-    precision = [py, "benchmarks/precision.py", "--out", os.path.join(args.out, "precision.json")]
-    precision += ["--electrons", "6", "--walkers", "8", "--gram-walkers", "64"] * args.quick
-    side = min(180.0, run.left() * 0.35)
-    chosen = [(name, cmd) for name, cmd, part in (
-        ("tests", tests, "tests"), ("tests_precision", tests_precision, "tests"),
-        ("precision", precision, "precision")) if part in only]  # fmt: skip
-    procs = [(name, *run.start(name, cmd)) for name, cmd in chosen]
-    end = time.monotonic() + side
-    for name, proc, log in procs:
-        run.finish(name, proc, log, end - time.monotonic())
-
-    # 3: one row at a time, each in its own process
-    step = [py, "benchmarks/gpu_step.py"]
-    lih_steps, big_steps = ("3", "1") if args.quick else ("30", "5")
-    big = ["system=N2", *(["walkers=64", "layers=[[32,8]]"] if args.quick else PRODUCTION)]
-    sets = lambda items: [x for item in items for x in ("--set", item)]
-    rows = [
-        ("lih", ["--steps", lih_steps, "--parts", *sets(["system=LiH"])], 90),
-        # the A/B of SPRING's Cholesky factor: XLA's loop, as on a CPU
-        ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])], 60),
-        # TensorFloat-32 in the wavefunction only (SPRING's products in it give NaN)
-        ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])], 60),
-        ("n2_production", ["--steps", big_steps, "--parts", *sets(big)], 240),
-    ]
-    for label, extra, timeout in rows:
-        if label not in only:
+    # everything starts at once (the compiles are the CPU's work, 16 cores there); the step
+    # rows then run one at a time, each with everything else stopped (SIGSTOP) while it is
+    # timed, so that no figure shares the GPU
+    others = {name: run.start(name, cmd) for name, cmd in side_jobs(args, only)}
+    accuracy_run = accuracy_start(run, args.run_dir) if "accuracy" in only else None
+    if accuracy_run:
+        others["accuracy"] = accuracy_run[1:]
+    reserve = 45.0 if accuracy_run else 15.0  # to stop the N2 run and write its checkpoint
+    rows = [(label, run.start(label, cmd)) for label, cmd in step_rows(args, only)]
+    paused = 0.0
+    for label, (proc, log) in rows:
+        ready = wait_ready(run, label, proc, run.left() - reserve)
+        if not ready:
+            run.finish(label, proc, log, 0)
             continue
-        code = run.run(label, [*step, *extra, "--label", label], timeout)
+        t = time.monotonic()
+        signal_all(others, signal.SIGSTOP)
+        signal_all({k: v for k, v in rows if k != label and v[0].poll() is None}, signal.SIGSTOP)
+        open(os.path.join(run.out, f"go-{label}"), "w").close()
+        code = run.finish(label, proc, log, min(TIMED[label], run.left() - reserve))
+        signal_all({k: v for k, v in rows if k != label and v[0].poll() is None}, signal.SIGCONT)
+        signal_all(others, signal.SIGCONT)
+        paused += time.monotonic() - t
         if code == 0:
             for row in run.rows_of(label):
                 run.record(row)
-
-    # 4: what is left
-    if "accuracy" in only:
-        accuracy(run, run.left() - 30)
+    run.record(dict(part="others paused", seconds=round(paused, 1)))
+    for name in ("tests", "tests_precision", "precision"):
+        if name in others:
+            run.finish(name, *others[name], run.left() - reserve)
+    if accuracy_run:
+        accuracy_finish(run, *accuracy_run, args.run_dir, paused)
     tables(run)
 
 

@@ -1,7 +1,7 @@
 """One training step on the default device: compile, step time, memory and its parts.
 
     python benchmarks/gpu_step.py [--set system=N2 --set walkers=4096 ...] [--steps 10]
-                                  [--parts] [--label NAME]
+                                  [--parts] [--label NAME] [--go FILE]
 
 Builds the training step of ``psijax train`` for the config the ``--set key=value`` pairs
 give (JSON values: ``--set 'layers=[[256,32],[256,32],[256,32],[256,32]]'``), with random
@@ -12,13 +12,16 @@ compile seconds, the first step, the median of ``--steps`` steps, walker-steps p
 the device's peak memory (``memory_stats``; GPUs only) and XLA's static plan, and with
 ``--parts`` each part of the step jitted alone (MCMC moves, local energies, the per-walker
 jacobian, the SPRING update; medians of three calls), which on an accelerator stands in
-for a profile: each part's time is the device's time for it.
+for a profile: each part's time is the device's time for it. With ``--go FILE`` it compiles
+everything, prints READY and times only once FILE exists (benchmarks/gpu_run.py compiles
+several rows at once and times one at a time).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -46,8 +49,8 @@ def _timed(fn, *args, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def parts(job, config, chunk: int | None) -> dict[str, float]:
-    """Median seconds of each part of the step, each jitted alone, on the job's state."""
+def compile_parts(job, config, chunk: int | None) -> dict:
+    """Each part of the step jitted alone and compiled ahead of time, on the job's state."""
     net, state = job.net, job.state
     params, walkers = state.params, state.walkers
     batch = lambda p: lambda w: map_walkers(net.log_abs, p, w, chunk_size=chunk)
@@ -59,25 +62,57 @@ def parts(job, config, chunk: int | None) -> dict[str, float]:
     energies = jax.jit(lambda p, w: map_walkers(job.local_energy, p, w, chunk_size=chunk))
     flat = lambda p, r: jax.flatten_util.ravel_pytree(jax.grad(net.log_abs)(p, r))[0]
     jacobian = jax.jit(lambda p, w: map_walkers(flat, p, w, chunk_size=chunk))
-    jac = jacobian(params, walkers)
-    e = energies(params, walkers)
-    centered = e - jnp.mean(e)
     update = jax.jit(
         lambda s, p, j, c: job.optimizer.update(p, s, p, jacobian=j, centered_energies=c)
     )
-    log_abs = batch(params)(walkers)
+    key = jax.random.PRNGKey(0)
+    log_abs_of = jax.jit(lambda p, w: batch(p)(w))
+    log_abs = jax.eval_shape(log_abs_of, params, walkers)
+    jac = jax.eval_shape(jacobian, params, walkers)
+    centered = jax.eval_shape(energies, params, walkers)
+    return {
+        "mcmc": mcmc.lower(key, params, walkers, log_abs, state.width).compile(),
+        "log_abs": log_abs_of.lower(params, walkers).compile(),
+        "local_energy": energies.lower(params, walkers).compile(),
+        "jacobian": jacobian.lower(params, walkers).compile(),
+        "optimizer": update.lower(state.opt_state, params, jac, centered).compile(),
+    }
+
+
+def parts(job, compiled: dict) -> dict[str, float]:
+    """Median seconds of each part of the step (``compile_parts``) on the job's state."""
+    state = job.state
+    params, walkers = state.params, state.walkers
+    mcmc = compiled["mcmc"]
+    energies, jacobian = compiled["local_energy"], compiled["jacobian"]
+    jac = jacobian(params, walkers)
+    e = energies(params, walkers)
+    centered = e - jnp.mean(e)
+    log_abs = compiled["log_abs"](params, walkers)
     key = jax.random.PRNGKey(0)
     out = {
         "mcmc": _timed(mcmc, key, params, walkers, log_abs, state.width),
         "local_energy": _timed(energies, params, walkers),
         "jacobian": _timed(jacobian, params, walkers),
-        "optimizer": _timed(update, state.opt_state, params, jac, centered),
+        "optimizer": _timed(compiled["optimizer"], state.opt_state, params, jac, centered),
     }
     del jac
     return out
 
 
-def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
+def wait_for(go: str | None) -> float:
+    """With ``go``: say READY and wait until the file ``go`` exists (benchmarks/gpu_run.py
+    compiles several rows at once and times one at a time); the seconds waited."""
+    if go is None:
+        return 0.0
+    print("READY", flush=True)
+    t = time.perf_counter()
+    while not os.path.exists(go):
+        time.sleep(0.05)
+    return time.perf_counter() - t
+
+
+def measure(overrides: dict, steps: int, with_parts: bool, go: str | None = None) -> dict:
     config = config_lib.from_dict(overrides)
     job = random_job(config)
     state = job.state
@@ -91,6 +126,11 @@ def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
     )  # fmt: skip
     compiled, compiled_as = compile_as_train(job, config)
     out.update(compiled_as)
+    if with_parts:
+        t = time.perf_counter()
+        compiled_parts = compile_parts(job, config, compiled_as["chunk_size"])
+        out["parts_compile_s"] = time.perf_counter() - t
+    out["waited_s"] = wait_for(go)
     t = time.perf_counter()
     state, metrics = compiled(state)
     jax.block_until_ready(metrics)
@@ -113,7 +153,7 @@ def measure(overrides: dict, steps: int, with_parts: bool) -> dict:
         out["limit_mib"] = stats.get("bytes_limit", 0) / MIB
     if with_parts:
         job = job._replace(state=state)
-        out["parts"] = parts(job, config, compiled_as["chunk_size"])
+        out["parts"] = parts(job, compiled_parts)
     return out
 
 
@@ -123,6 +163,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--parts", action="store_true")
     parser.add_argument("--label", default="")
+    parser.add_argument("--go", default=None, help="compile, say READY, time once FILE exists")
     parser.add_argument(
         "--factor", choices=("device", "loop"), default="device",
         help="SPRING's Cholesky factor: the device's own (psijax's choice off a CPU) or XLA's "
@@ -141,7 +182,7 @@ def main() -> None:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
             overrides[key] = value
-    out = measure(overrides, args.steps, args.parts)
+    out = measure(overrides, args.steps, args.parts, args.go)
     out["label"], out["factor"] = args.label, args.factor
     print(json.dumps(out), flush=True)
 
