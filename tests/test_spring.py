@@ -78,3 +78,26 @@ def test_the_factor_is_the_devices_own_on_a_gpu(platform, potrf, loop):
     calls = set(re.findall(r"custom_call @(\w+)", text))
     assert any("potrf" in c for c in calls) == potrf, calls
     assert ("stablehlo.while" in text) == loop
+
+
+def test_the_factor_keeps_full_float32_under_a_reduced_precision():
+    """SPRING forms its Gram matrix under ``gram_precision``; a GPU's TensorFloat-32 there
+    must not reach the factor's own products (the Gram matrix is then no longer factored:
+    NaN), emulated here by rounding every product that asks for less than full float32."""
+    import sys
+    from pathlib import Path
+
+    from psijax.optim.spring import _cholesky, _solve_spd
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from tf32_emulation import tf32
+
+    n = 256  # blocks of 32: the factor's products at three depths
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(n, n // 4)) * 10  # more walkers than directions, as in SPRING
+    matrix = jnp.asarray(a @ a.T / (n // 4) + 1e-3 * np.eye(n), jnp.float32)  # condition ~1e5
+    rhs = jnp.asarray(rng.normal(size=n), jnp.float32)
+    rounded = jax.jit(tf32(_solve_spd))(matrix, rhs)  # NaN when the factor's products round
+    np.testing.assert_array_equal(rounded, jax.jit(_solve_spd)(matrix, rhs))
+    text = str(jax.make_jaxpr(_cholesky)(jnp.eye(n)))
+    assert text.count("dot_general") == text.count("HIGHEST") // 2 > 0

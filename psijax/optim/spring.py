@@ -194,7 +194,10 @@ def _cholesky(a: Array) -> Array:
     l21 = jax.lax.linalg.triangular_solve(
         l11, a[h:, :h], left_side=False, lower=True, transpose_a=True
     )
-    l22 = _cholesky(a[h:, h:] - l21 @ l21.T)
+    # full float32 whatever the scope's precision: the factor of a Gram matrix formed with
+    # TensorFloat-32 products stays finite only if its own products are not rounded too
+    schur = jnp.matmul(l21, l21.T, precision=jax.lax.Precision.HIGHEST)
+    l22 = _cholesky(a[h:, h:] - schur)
     top = jnp.concatenate([l11, jnp.zeros((h, n - h), a.dtype)], axis=1)
     return jnp.concatenate([top, jnp.concatenate([l21, l22], axis=1)], axis=0)
 
