@@ -52,6 +52,10 @@ PRODUCTION = ["layers=[[256,32],[256,32],[256,32],[256,32]]", "determinants=16",
 BUTADIENE = atom_string("C4H6")
 # seconds each row may take once it is told to go (its steps and parts)
 TIMED = dict(lih=60, lih_loop_factor=40, lih_tf32=40, n2_production=150, c4h6_production=180)
+# rows at production sizes: compiled one after another (two compiling at once ran out of the
+# GPU's memory in XLA's autotuner), every other process held to SMALL of the GPU's memory
+BIG = ("c4h6_production", "n2_production")
+SMALL = "0.06"
 # tests that need several devices, a CPU or several processes
 NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
 
@@ -69,11 +73,15 @@ class Run:
         with open(self.results, "a") as f:
             f.write(json.dumps(row) + "\n")
 
-    def start(self, name: str, cmd: list[str]) -> tuple[subprocess.Popen, object]:
+    def start(self, name: str, cmd: list[str], big: bool = False) -> tuple:
+        """``cmd`` in its own process group; all but the ``big`` (production-size) rows may
+        take only SMALL of the GPU's memory, so that a big row's fit to the memory (which
+        sees only its own process) holds beside them."""
         log = open(os.path.join(self.out, f"{name}.log"), "w")  # noqa: SIM115
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        env = dict(os.environ) if big else {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": SMALL}
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                                 start_new_session=True)  # fmt: skip
         return proc, log
 
@@ -133,7 +141,7 @@ def side_jobs(args, only: set[str]) -> list[tuple[str, list[str]]]:
     # the SPRING update's time at production sizes is a timed figure: measured alone with
     # `benchmarks/precision.py` where wanted; here its errors, with a small jacobian
     precision = [py, "benchmarks/precision.py", "--out", os.path.join(args.out, "precision.json"),
-                 "--gram-walkers", "64" if args.quick else "512"]  # fmt: skip
+                 "--gram-walkers", "64" if args.quick else "256"]  # fmt: skip
     precision += ["--electrons", "6", "--walkers", "8"] * args.quick
     tests_precision = [*pytest, "-n", "2", "tests/test_precision.py"]
     jobs = [("tests", tests, "tests"), ("tests_precision", tests_precision, "tests"),
@@ -148,14 +156,15 @@ def step_rows(args, only: set[str]) -> list[tuple[str, list[str]]]:
     small = ["walkers=64", "layers=[[32,8]]", "determinants=2"] if args.quick else PRODUCTION
     sets = lambda items: [x for item in items for x in ("--set", item)]
     rows = [
-        ("lih", ["--steps", lih_steps, "--parts", *sets(["system=LiH"])]),
+        ("lih", ["--steps", lih_steps, "--parts", "--trace", "5", *sets(["system=LiH"])]),
         # the A/B of SPRING's Cholesky factor: XLA's loop, as on a CPU
         ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])]),
         # TensorFloat-32 in the wavefunction only (SPRING's products in it give NaN)
         ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])]),
-        ("n2_production", ["--steps", big_steps, "--parts", *sets(["system=N2", *small])]),
-        ("c4h6_production", ["--steps", big_steps, "--parts",
+        ("c4h6_production", ["--steps", big_steps, "--parts", "--trace", "3",
                              *sets([f"system={BUTADIENE}", *small])]),
+        # parts known (docs/benchmarks.md, GPU): the step with gram_precision high, traced
+        ("n2_production", ["--steps", big_steps, "--trace", "3", *sets(["system=N2", *small])]),
     ]  # fmt: skip
     return [(label, [*step, *extra, "--label", label, "--go",
                      os.path.join(args.out, f"go-{label}")])
@@ -241,18 +250,20 @@ def tables(run: Run) -> None:
     if steps:
         print("\n| row | device | electrons | params | walkers | Laplacian | chunk / blocks | "
               "compile s | first step s | median step s | walker-steps/s | peak MiB | "
-              "MCMC / local energy / jacobian / optimiser s |")  # fmt: skip
-        print("|" + "---|" * 13)
+              "MCMC / local energy / jacobian / optimiser s | traced, ms per step |")  # fmt: skip
+        print("|" + "---|" * 14)
         for r in steps:
             p = r.get("parts") or {}
             split = " / ".join(f"{p[k]:.4f}" for k in ("mcmc", "local_energy", "jacobian",
                                                         "optimizer") if k in p)  # fmt: skip
+            traced = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in sorted(
+                (r.get("traced_parts") or {}).items(), key=lambda kv: -kv[1]))  # fmt: skip
             print(f"| {r['label']} | {r['device']} | {r['electrons']} | {r['params']:,} | "
                   f"{r['walkers']} | {r['laplacian']} | {r['chunk_size'] or 'none'} / "
                   f"{r['jacobian_blocks']} | {r['compile_s']:.1f} | "
                   f"{r.get('first_step_s', 0):.2f} | {r.get('step_s', float('nan')):.4f} | "
                   f"{r.get('walker_steps_per_s', float('nan')):,.0f} | "
-                  f"{r.get('peak_mib', float('nan')):,.0f} | {split} |")  # fmt: skip
+                  f"{r.get('peak_mib', float('nan')):,.0f} | {split} | {traced} |")  # fmt: skip
     metrics = os.path.join(run.out, "n2_metrics.csv")
     if os.path.exists(metrics):
         print("\n| N2 steps to | seconds | mean energy (Ha) | minus exact (mHa) |")
@@ -294,9 +305,15 @@ def main() -> None:
     if accuracy_run:
         others["accuracy"] = accuracy_run[1:]
     reserve = 45.0 if accuracy_run else 15.0  # to stop the N2 run and write its checkpoint
-    rows = [(label, run.start(label, cmd)) for label, cmd in step_rows(args, only)]
+    commands = dict(step_rows(args, only))
+    first_big = next((label for label in commands if label in BIG), None)
+    rows = [(label, run.start(label, cmd, big=label in BIG)) for label, cmd in commands.items()
+            if label not in BIG or label == first_big]  # fmt: skip
     paused = 0.0
-    for label, (proc, log) in rows:
+    for label in commands:
+        if label not in dict(rows):  # a big row: compiled once the one before it is done
+            rows.append((label, run.start(label, commands[label], big=True)))
+        proc, log = dict(rows)[label]
         ready = wait_ready(run, label, proc, run.left() - reserve)
         if not ready:
             run.finish(label, proc, log, 0)

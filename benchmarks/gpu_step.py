@@ -34,7 +34,7 @@ from psijax import sampling
 from psijax.parallel.batching import map_walkers
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from step_profile import compile_as_train, random_job
+from step_profile import compile_as_train, random_job, scopes_of
 
 MIB = 2**20
 
@@ -100,6 +100,48 @@ def parts(job, compiled: dict) -> dict[str, float]:
     return out
 
 
+def traced_parts(compiled, state, steps: int):
+    """Seconds per step of each part (MCMC, local energy, jacobian, optimiser, ...) from a
+    jax.profiler trace of ``steps`` steps: the device's kernels by the named scope of their
+    HLO instruction; no extra program is compiled (a GPU's, not a CPU's: see
+    benchmarks/step_profile.py there). Returns (state, the split or None, what the trace held)."""
+    import collections
+    import glob
+    import tempfile
+
+    from jax.profiler import ProfileData
+
+    parts_of = scopes_of(compiled.as_text())
+    trace_dir = tempfile.mkdtemp(prefix="psijax-gpu-trace-")
+    jax.profiler.start_trace(trace_dir)
+    for _ in range(steps):
+        state, metrics = compiled(state)
+        jax.block_until_ready(metrics)
+    jax.profiler.stop_trace()
+    path = sorted(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True))[-1]
+    profile = ProfileData.from_file(path)
+    busy, unmatched, seen = collections.Counter(), collections.Counter(), {}
+    for plane in profile.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        lines = {line.name: line for line in plane.lines}
+        seen[plane.name] = sorted(lines)
+        # the derived line of XLA's ops where the trace has it, else the streams' kernels,
+        # each named by its HLO instruction (the kernel's ``hlo_op``)
+        chosen = [lines["XLA Ops"]] if "XLA Ops" in lines else [
+            line for name, line in lines.items() if name.startswith("Stream")]  # fmt: skip
+        for event in (e for line in chosen for e in line.events):
+            name = str(dict(event.stats).get("hlo_op", event.name)).split(":")[0].strip()
+            part = parts_of.get(name)
+            if part is None:
+                unmatched[name] += event.duration_ns
+                part = "unmatched"
+            busy[part] += event.duration_ns
+    split = {k: v / steps / 1e9 for k, v in busy.items()} or None
+    about = dict(planes=seen, unmatched=dict(unmatched.most_common(5)))
+    return state, split, about
+
+
 def wait_for(go: str | None) -> float:
     """With ``go``: say READY and wait until the file ``go`` exists (benchmarks/gpu_run.py
     compiles several rows at once and times one at a time); the seconds waited."""
@@ -112,7 +154,9 @@ def wait_for(go: str | None) -> float:
     return time.perf_counter() - t
 
 
-def measure(overrides: dict, steps: int, with_parts: bool, go: str | None = None) -> dict:
+def measure(
+    overrides: dict, steps: int, with_parts: bool, go: str | None = None, trace: int = 0
+) -> dict:
     config = config_lib.from_dict(overrides)
     job = random_job(config)
     state = job.state
@@ -151,6 +195,8 @@ def measure(overrides: dict, steps: int, with_parts: bool, go: str | None = None
     if stats and "peak_bytes_in_use" in stats:
         out["peak_mib"] = stats["peak_bytes_in_use"] / MIB
         out["limit_mib"] = stats.get("bytes_limit", 0) / MIB
+    if trace:
+        state, out["traced_parts"], out["trace"] = traced_parts(compiled, state, trace)
     if with_parts:
         job = job._replace(state=state)
         out["parts"] = parts(job, compiled_parts)
@@ -163,6 +209,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--parts", action="store_true")
     parser.add_argument("--label", default="")
+    parser.add_argument("--trace", type=int, default=0, metavar="STEPS",
+                        help="the step's parts from a profile of STEPS more steps")  # fmt: skip
     parser.add_argument("--go", default=None, help="compile, say READY, time once FILE exists")
     parser.add_argument(
         "--factor", choices=("device", "loop"), default="device",
@@ -182,7 +230,7 @@ def main() -> None:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
             overrides[key] = value
-    out = measure(overrides, args.steps, args.parts, args.go)
+    out = measure(overrides, args.steps, args.parts, args.go, args.trace)
     out["label"], out["factor"] = args.label, args.factor
     print(json.dumps(out), flush=True)
 

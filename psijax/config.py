@@ -74,7 +74,7 @@ class Config:
     # float32 matrix products (psijax.precision; only GPUs and TPUs tell them apart): of
     # every evaluation of the wavefunction, and of SPRING's products with the jacobian
     matmul_precision: str = "highest"
-    gram_precision: str = "highest"
+    gram_precision: str = "high"
     devices: int | None = None  # None: all local devices
     eval_fraction: float = 0.3  # trailing part of the run that gives the energy
     target_error: float | None = None  # Hartree: stop once the energy's error is below it

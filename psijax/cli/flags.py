@@ -64,8 +64,9 @@ HELP = {
     "blocks, never whole (bounds memory; slower)",
     "matmul_precision": "float32 matrix products of the wavefunction and its derivatives: "
     "highest (full float32) or default / high (TensorFloat-32 on a GPU)",
-    "gram_precision": "float32 matrix products of SPRING with the jacobian: highest (full "
-    "float32) or default / high (TensorFloat-32 on a GPU: NaN updates there)",
+    "gram_precision": "float32 matrix products of SPRING with the jacobian: high (on an H100 "
+    "float32's error at TensorFloat-32's speed), highest (full float32: 6x slower there) or "
+    "default (TensorFloat-32 on a GPU: 6x float32's error)",
     "devices": "devices to shard walkers over",
     "eval_fraction": "trailing fraction of the steps that gives the energy",
     "target_error": "stop early once the energy's error bar (Ha) is below this and it no "

@@ -46,7 +46,7 @@ def spring(
     damping: float = 1e-3,
     momentum: float = 0.99,
     max_norm: float = 0.1,
-    gram_precision: str | None = "highest",
+    gram_precision: str | None = "high",
 ) -> Optimizer:
     """SPRING as an optax-style transformation that needs the per-walker jacobian; the
     learning rate defaults to its ``psijax.registry`` entry's.
@@ -59,8 +59,10 @@ def spring(
     walkers, whose jacobian rows must be 0 too). With ``mesh`` and ``axis`` (the mesh axis
     the walkers are split along) the system is assembled from parameter blocks, see the
     module doc. ``gram_precision``: the float32 products with the jacobian at this
-    precision (``psijax.precision``; None: JAX's setting, on a GPU TensorFloat-32, with which
-    the direction was NaN).
+    precision (``psijax.precision``; None: JAX's setting, on a GPU TensorFloat-32). On an
+    H100 ``high`` gave the direction float32's error (``highest``'s) at TensorFloat-32's
+    speed, 6x ``highest``'s at FermiNet's production sizes (docs/benchmarks.md, GPU); a
+    CPU computes all three in full float32.
     """
     if learning_rate is None:
         learning_rate = registry.OPTIMIZERS["spring"].learning_rate

@@ -195,8 +195,8 @@ def compile_within(
     if guess != settings:
         note(
             f"SPRING's jacobian alone needs about {_size(_jacobian_bytes(**fitting))} per "
-            f"device, {_size(budget)} can be had: compiling the training step with "
-            f"jacobian_blocks {guess.jacobian_blocks}{more_memory()}"
+            f"device, more than half of the {_size(budget)} that can be had: compiling the "
+            f"training step with jacobian_blocks {guess.jacobian_blocks}{more_memory()}"
         )
     return _fit(
         lambda current: build(current).lower(template).compile(), guess, budget, shrink,
