@@ -13,13 +13,13 @@ known to matter, and only there, by tracing that computation under
 - ``gram_precision`` (SPRING's, ``Config.gram_precision``): SPRING's products with the
   walkers x parameters jacobian (the Gram matrix and the two matrix-vector products).
 
-Both default to ``highest`` (``psijax.config.Config``). Measured on an H100 (docs/benchmarks.md,
-"GPU"): with TensorFloat-32 products SPRING's Gram matrix is no longer positive definite at
-its damping and the update is NaN, so SPRING's products stay float32 although that makes the
-update 5-6x slower at production sizes. TensorFloat-32 in the wavefunction, emulated (the
-emulation reproduces that NaN), left log|psi| off by 1.6 and 84% of the kinetic energies off
-by more than 1% at 16 electrons, against 2e-3 and none in float32; TensorFloat-32 for every
-product saved 4% of the LiH step on the H100.
+Measured on an H100 (docs/benchmarks.md, "GPU"): with TensorFloat-32 in the wavefunction
+log|psi| was off by 1.6 and a third of the kinetic energies by more than 1% at 16
+electrons, against 4e-4 and none with full float32, so ``matmul_precision`` defaults to
+``highest``. SPRING's direction was 1.2e-3 from float64 with ``high``, 1.05e-3 with
+``highest`` and 6.1e-3 with TensorFloat-32, and ``high`` made the update 6x faster than
+``highest`` at production sizes, so ``gram_precision`` defaults to ``high``
+(``psijax.config.Config``).
 """
 
 from __future__ import annotations
