@@ -8,7 +8,9 @@
 # where the GPU machine has no package index), then runs benchmarks/gpu_run.py within
 # SECONDS (default 540): the compat tests that run on one device, the precision tables,
 # step times and memory, and an N2 run for the time left. Results and logs in
-# OUT_DIR/gpu.tar.gz.
+# OUT_DIR/gpu.tar.gz, with the N2 run's checkpoint (gpu/n2_run): to continue that run in a
+# later GPU session, unpack it here as .gpu-n2/run, carry .gpu-n2 with .whl and pass
+# `--run-dir .gpu-n2`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: bash scripts/gpu.sh OUT_DIR [SECONDS]}"
