@@ -257,6 +257,8 @@ CASES = [
     # ---------------------------------------------------------------------- run directory
     Case("out-holds-another-run", path_flag("--out", PREVIOUS), "already holds a run",
          "pass --force"),
+    Case("out-inside-a-file", path_flag("--out", "a-file/run"), "cannot write the training run",
+         "choose another --out", setup=lambda tmp: (tmp / "a-file").write_text("data\n")),
     Case("checkpoint-every-negative", flags("--checkpoint-every", "-1"),
          "checkpoint_every=-1 must be >= 0", "give 0"),
     Case("keep-checkpoints-zero", flags("--keep-checkpoints", "0"),

@@ -36,8 +36,14 @@ def holding(
     if not enabled:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # not a directory, no permission, a read-only file system, ...
+        raise InputError(
+            f"cannot write the {what}: {e.strerror or e} ({e.filename or path.parent}); "
+            f"{fix.removeprefix('or ')}"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
