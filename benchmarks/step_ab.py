@@ -1,13 +1,15 @@
 """The training step of two configs, timed call by call in one process.
 
     python benchmarks/step_ab.py --system LiH --a determinants=8 --b determinants=16 [--steps 40]
+                                 [--more "laplacian=forward chunk_size=64" ...]
 
 Builds the default job's training step (``psijax.training.step``, random parameters, no
 pretraining: a step's cost does not depend on the parameters' values) for the config
 keys of ``--a`` and of ``--b`` (``key=value`` pairs over the defaults, values as TOML
 would read them), compiles both, then alternates them step by step so that load from
 other jobs hits both alike, and prints one table: parameters, compile time, median and
-p10/p90 step time, and the ratio b / a.
+p10/p90 step time, and the ratio to a. Each ``--more`` adds a config (its pairs in one
+argument), timed in the same rotation (c, d, ...).
 """
 
 from __future__ import annotations
@@ -61,11 +63,14 @@ def main() -> None:
     parser.add_argument("--system", default="LiH")
     parser.add_argument("--a", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--b", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--more", action="append", default=[], metavar="'KEY=VALUE ...'")
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
 
     base = {"system": args.system}
-    runs = {name: _build(base, pairs) for name, pairs in (("a", args.a), ("b", args.b))}
+    configs = {"a": args.a, "b": args.b}
+    configs.update({chr(ord("c") + i): more.split() for i, more in enumerate(args.more)})
+    runs = {name: _build(base, pairs) for name, pairs in configs.items()}
     states = {name: run[1] for name, run in runs.items()}
     for name in runs:  # warm up
         for _ in range(2):
@@ -80,7 +85,7 @@ def main() -> None:
             jax.block_until_ready(metrics)
             times[name].append(time.perf_counter() - t)
 
-    print(f"# Training step, A/B: {args.system}, {time.strftime('%Y-%m-%dT%H:%M')}")
+    print(f"# Training step, A/B: {args.system[:60]}, {time.strftime('%Y-%m-%dT%H:%M')}")
     print(
         f"- python {platform.python_version()}, jax {jax.__version__}, psijax {psijax.__version__}"
     )
@@ -92,7 +97,7 @@ def main() -> None:
           "| p10 / p90 (s) | vs a |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     median_a = statistics.median(times["a"])
-    for name, pairs in (("a", args.a), ("b", args.b)):
+    for name, pairs in configs.items():
         t = sorted(times[name])
         median = statistics.median(t)
         p10, p90 = t[len(t) // 10], t[(9 * len(t)) // 10]
