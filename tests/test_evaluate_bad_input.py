@@ -29,6 +29,9 @@ def _setup(tmp_path, case):
         config = json.loads((run / "config.json").read_text())
         (run / "config.json").write_text(json.dumps({**config, "system": "LiH"}))
         return ["evaluate", str(run), "--steps", "2"], tmp_path
+    if case == "eval-is-a-file":
+        (run / "eval").write_text("notes\n")
+        return ["evaluate", str(run), "--steps", "2"], tmp_path
     if case == "eval-exists":
         (run / "eval").mkdir()
         (run / "eval" / "summary.json").write_text("{}")
@@ -64,6 +67,7 @@ CASES = {
     "no-checkpoint": "has no checkpoint yet",
     "other-molecule": "belongs to a run with another molecule",
     "eval-exists": "already holds an evaluation; pass --force",
+    "eval-is-a-file": "is a file, not a directory; move it away",
     "unknown-observable": "unknown observable 'spinn'",
     "negative-steps": "steps=-5 must be a whole number >= 2",
     "steps-not-a-number": "'ten' is not a whole number",

@@ -164,8 +164,10 @@ def evaluate(
     lead = jax.process_index() == 0
     # one evaluation of a run at a time (psijax.rundir.lock)
     with lock.holding(
-        out / lock.NAME, f"evaluation of {str(run)!r}", fix="then evaluate again", enabled=lead
-    ):
+        out / lock.NAME, f"evaluation of {str(run)!r}", fix="then evaluate again",
+        unwritable=f"make {str(out)!r} a directory psijax can write, then evaluate again",
+        enabled=lead,
+    ):  # fmt: skip
         if lead and not resume:  # a new evaluation replaces the old one's files
             for path in out.iterdir():
                 if path.name != lock.NAME:

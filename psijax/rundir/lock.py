@@ -25,13 +25,20 @@ NAME = ".psijax.lock"
 
 @contextlib.contextmanager
 def holding(
-    path: Path, what: str, *, fix: str = "or choose another --out", enabled: bool = True
+    path: Path,
+    what: str,
+    *,
+    fix: str = "or choose another --out",
+    unwritable: str = "choose another --out",
+    enabled: bool = True,
 ) -> Iterator[None]:
     """Hold the lock file ``path`` (its directory is created) while the block runs.
 
     Raises ``InputError`` at once, before the block, if another process (or another job in
     this process) holds it. ``what`` names the job in that error ("training run in ..."),
-    ``fix`` ends it after "wait for it to end or stop it".
+    ``fix`` ends it after "wait for it to end or stop it"; where the directory or the lock
+    file cannot be made (a file in the way, no permission, a read-only file system) the
+    error says what to do in ``unwritable``.
     """
     if not enabled:
         yield
@@ -42,7 +49,7 @@ def holding(
     except OSError as e:  # not a directory, no permission, a read-only file system, ...
         raise InputError(
             f"cannot write the {what}: {e.strerror or e} ({e.filename or path.parent}); "
-            f"{fix.removeprefix('or ')}"
+            f"{unwritable}"
         ) from None
     try:
         try:
