@@ -34,7 +34,7 @@ from psijax import sampling
 from psijax.parallel.batching import map_walkers
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from step_profile import compile_as_train, random_job, scopes_of
+from step_profile import compile_as_train, profile_steps, random_job, scopes_of
 
 MIB = 2**20
 
@@ -106,20 +106,9 @@ def traced_parts(compiled, state, steps: int):
     HLO instruction; no extra program is compiled (a GPU's, not a CPU's: see
     benchmarks/step_profile.py there). Returns (state, the split or None, what the trace held)."""
     import collections
-    import glob
-    import tempfile
-
-    from jax.profiler import ProfileData
 
     parts_of = scopes_of(compiled.as_text())
-    trace_dir = tempfile.mkdtemp(prefix="psijax-gpu-trace-")
-    jax.profiler.start_trace(trace_dir)
-    for _ in range(steps):
-        state, metrics = compiled(state)
-        jax.block_until_ready(metrics)
-    jax.profiler.stop_trace()
-    path = sorted(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True))[-1]
-    profile = ProfileData.from_file(path)
+    state, _, profile, _ = profile_steps(compiled, state, steps)
     busy, unmatched, seen = collections.Counter(), collections.Counter(), {}
     for plane in profile.planes:
         if not plane.name.startswith("/device:"):

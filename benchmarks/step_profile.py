@@ -138,12 +138,9 @@ class Trace(NamedTuple):
     path: str  # the trace file
 
 
-def trace_parts(compiled, state, steps: int, trace_dir: str | None = None):
-    """Run ``steps`` steps of ``compiled`` under jax.profiler and split XLA's work by part.
-
-    Returns the state after the steps and the ``Trace``.
-    """
-    parts_of = scopes_of(compiled.as_text())
+def profile_steps(compiled, state, steps: int, trace_dir: str | None = None):
+    """``steps`` steps of ``compiled`` under jax.profiler: (state after them, each step's
+    wall seconds, the trace's ``ProfileData``, its file)."""
     trace_dir = trace_dir or tempfile.mkdtemp(prefix="psijax-profile-")
     walls = []
     jax.profiler.start_trace(trace_dir)
@@ -154,7 +151,16 @@ def trace_parts(compiled, state, steps: int, trace_dir: str | None = None):
         walls.append(time.perf_counter() - t)
     jax.profiler.stop_trace()
     path = sorted(glob.glob(f"{trace_dir}/**/*.xplane.pb", recursive=True))[-1]
-    profile = ProfileData.from_file(path)
+    return state, walls, ProfileData.from_file(path), path
+
+
+def trace_parts(compiled, state, steps: int, trace_dir: str | None = None):
+    """Run ``steps`` steps of ``compiled`` under jax.profiler and split XLA's work by part.
+
+    Returns the state after the steps and the ``Trace``.
+    """
+    parts_of = scopes_of(compiled.as_text())
+    state, walls, profile, path = profile_steps(compiled, state, steps, trace_dir)
 
     busy = collections.Counter()  # part -> ns over all threads
     by_op = collections.defaultdict(collections.Counter)  # part -> op -> ns
