@@ -159,7 +159,7 @@ def step_rows(args, only: set[str]) -> list[tuple[str, list[str]]]:
         ("lih", ["--steps", lih_steps, "--parts", "--trace", "5", *sets(["system=LiH"])]),
         # the A/B of SPRING's Cholesky factor: XLA's loop, as on a CPU
         ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])]),
-        # TensorFloat-32 in the wavefunction only (SPRING's products in it give NaN)
+        # TensorFloat-32 in the wavefunction (SPRING's products at their default)
         ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])]),
         ("c4h6_production", ["--steps", big_steps, "--parts", "--trace", "3",
                              *sets([f"system={BUTADIENE}", *small])]),
@@ -307,24 +307,23 @@ def main() -> None:
     reserve = 45.0 if accuracy_run else 15.0  # to stop the N2 run and write its checkpoint
     commands = dict(step_rows(args, only))
     first_big = next((label for label in commands if label in BIG), None)
-    rows = [(label, run.start(label, cmd, big=label in BIG)) for label, cmd in commands.items()
-            if label not in BIG or label == first_big]  # fmt: skip
+    rows = {label: run.start(label, cmd, big=label in BIG) for label, cmd in commands.items()
+            if label not in BIG or label == first_big}  # fmt: skip
     paused = 0.0
     for label in commands:
-        if label not in dict(rows):  # a big row: compiled once the one before it is done
-            rows.append((label, run.start(label, commands[label], big=True)))
-        proc, log = dict(rows)[label]
+        if label not in rows:  # a big row: compiled once the one before it is done
+            rows[label] = run.start(label, commands[label], big=True)
+        proc, log = rows[label]
         ready = wait_ready(run, label, proc, run.left() - reserve)
         if not ready:
             run.finish(label, proc, log, 0)
             continue
         t = time.monotonic()
-        signal_all(others, signal.SIGSTOP)
-        signal_all({k: v for k, v in rows if k != label and v[0].poll() is None}, signal.SIGSTOP)
+        rest = {**others, **{k: v for k, v in rows.items() if k != label}}
+        signal_all(rest, signal.SIGSTOP)
         open(os.path.join(run.out, f"go-{label}"), "w").close()
         code = run.finish(label, proc, log, min(TIMED[label], run.left() - reserve))
-        signal_all({k: v for k, v in rows if k != label and v[0].poll() is None}, signal.SIGCONT)
-        signal_all(others, signal.SIGCONT)
+        signal_all(rest, signal.SIGCONT)
         paused += time.monotonic() - t
         if code == 0:
             for row in run.rows_of(label):
