@@ -87,6 +87,7 @@ def test_the_factor_keeps_full_float32_under_a_reduced_precision():
     import sys
     from pathlib import Path
 
+    from psijax import precision
     from psijax.optim.spring import _cholesky, _solve_spd
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -99,5 +100,5 @@ def test_the_factor_keeps_full_float32_under_a_reduced_precision():
     rhs = jnp.asarray(rng.normal(size=n), jnp.float32)
     rounded = jax.jit(tf32(_solve_spd))(matrix, rhs)  # NaN when the factor's products round
     np.testing.assert_array_equal(rounded, jax.jit(_solve_spd)(matrix, rhs))
-    text = str(jax.make_jaxpr(_cholesky)(jnp.eye(n)))
-    assert text.count("dot_general") == text.count("HIGHEST") // 2 > 0
+    found = precision.products(jax.make_jaxpr(_cholesky)(jnp.eye(n)))
+    assert found and all(p == (jax.lax.Precision.HIGHEST,) * 2 for p in found), found
