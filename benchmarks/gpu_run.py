@@ -15,9 +15,9 @@ JSON object per row, and one log per part), and the tables are printed at the en
    direction at each matrix-product precision (not timed);
 3. benchmarks/gpu_step.py: the default LiH job with the step's parts, the same with XLA's
    loop for SPRING's Cholesky factor (the CPU's; an A/B of the device's own) and with
-   TensorFloat-32 in the wavefunction, then N2 (14 electrons) and butadiene (30) at
-   FermiNet's production sizes (4 x (256, 32), 16 determinants, 4,096 walkers) with their
-   parts;
+   TensorFloat-32 in the wavefunction, then N2 (14 electrons; SPRING's Gram matrix at
+   the default precision and at highest) and butadiene (30) at FermiNet's production sizes
+   (4 x (256, 32), 16 determinants, 4,096 walkers), each step's split from a trace;
 4. ``psijax train --system N2`` at the defaults from the start to the end (paused while a
    row is timed), continued where ``--run-dir`` already holds the run: the energy against
    the estimated exact energy as the run goes; its newest checkpoint comes back with the
@@ -51,18 +51,20 @@ PRODUCTION = ["layers=[[256,32],[256,32],[256,32],[256,32]]", "determinants=16",
 # trans-1,3-butadiene, 30 electrons (benchmarks/molecule_scale.py)
 BUTADIENE = atom_string("C4H6")
 # seconds each row may take once it is told to go (its steps and parts)
-TIMED = dict(lih=60, lih_loop_factor=40, lih_tf32=40, n2_production=150, c4h6_production=180)
-# rows at production sizes: compiled one after another (two compiling at once ran out of the
-# GPU's memory in XLA's autotuner), every other process held to SMALL of the GPU's memory
-BIG = ("c4h6_production", "n2_production")
-SMALL = "0.06"
+TIMED = dict(lih=60, lih_loop_factor=40, lih_tf32=40, n2_production=150,
+             n2_production_highest=150, c4h6_production=180)  # fmt: skip
+# rows at production sizes: compiled all at once, each held to an equal share of BIG_SHARE
+# of the GPU's memory (two that each could take 90% ran out of it in XLA's autotuner), every
+# other process to SMALL
+BIG = ("n2_production", "n2_production_highest", "c4h6_production")
+BIG_SHARE, SMALL = 0.84, "0.06"
 # tests that need several devices, a CPU or several processes
 NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
 
 
 class Run:
-    def __init__(self, out: str, budget: float, quick: bool):
-        self.out, self.quick = out, quick
+    def __init__(self, out: str, budget: float, quick: bool, big_fraction: str = "0.9"):
+        self.out, self.quick, self.big_fraction = out, quick, big_fraction
         self.deadline = time.monotonic() + budget
         self.results = os.path.join(out, "results.jsonl")
 
@@ -74,13 +76,14 @@ class Run:
             f.write(json.dumps(row) + "\n")
 
     def start(self, name: str, cmd: list[str], big: bool = False) -> tuple:
-        """``cmd`` in its own process group; all but the ``big`` (production-size) rows may
-        take only SMALL of the GPU's memory, so that a big row's fit to the memory (which
-        sees only its own process) holds beside them."""
+        """``cmd`` in its own process group; the ``big`` (production-size) rows may take
+        ``big_fraction`` of the GPU's memory each, every other process SMALL, so that a big
+        row's fit to the memory (which sees only its own process) holds beside them."""
         log = open(os.path.join(self.out, f"{name}.log"), "w")  # noqa: SIM115
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        env = dict(os.environ) if big else {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": SMALL}
+        fraction = self.big_fraction if big else SMALL
+        env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": fraction}
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                                 start_new_session=True)  # fmt: skip
         return proc, log
@@ -161,10 +164,14 @@ def step_rows(args, only: set[str]) -> list[tuple[str, list[str]]]:
         ("lih_loop_factor", ["--steps", lih_steps, "--factor", "loop", *sets(["system=LiH"])]),
         # TensorFloat-32 in the wavefunction (SPRING's products at their default)
         ("lih_tf32", ["--steps", lih_steps, *sets(["system=LiH", "matmul_precision=default"])]),
-        ("c4h6_production", ["--steps", big_steps, "--parts", "--trace", "3",
-                             *sets([f"system={BUTADIENE}", *small])]),
-        # parts known (docs/benchmarks.md, GPU): the step with gram_precision high, traced
+        # the A/B of SPRING's Gram precision at N2 (the update was 64% of the step with
+        # highest): the default (high) against highest, each traced (no parts' programs,
+        # which took as long to compile as the step)
         ("n2_production", ["--steps", big_steps, "--trace", "3", *sets(["system=N2", *small])]),
+        ("n2_production_highest", ["--steps", big_steps, "--trace", "3",
+                                   *sets(["system=N2", *small, "gram_precision=highest"])]),
+        ("c4h6_production", ["--steps", big_steps, "--trace", "3",
+                             *sets([f"system={BUTADIENE}", *small])]),
     ]  # fmt: skip
     return [(label, [*step, *extra, "--label", label, "--go",
                      os.path.join(args.out, f"go-{label}")])
@@ -278,7 +285,7 @@ def tables(run: Run) -> None:
 
 
 PARTS = ("tests", "precision", "lih", "lih_loop_factor", "lih_tf32", "n2_production",
-         "c4h6_production", "accuracy")  # fmt: skip
+         "n2_production_highest", "c4h6_production", "accuracy")  # fmt: skip
 
 
 def main() -> None:
@@ -294,7 +301,9 @@ def main() -> None:
     if only - set(PARTS):
         parser.error(f"--only: unknown parts {sorted(only - set(PARTS))}; use some of {PARTS}")
     os.makedirs(args.out, exist_ok=True)
-    run = Run(args.out, args.budget, args.quick)
+    commands = dict(step_rows(args, only))
+    n_big = sum(label in BIG for label in commands)
+    run = Run(args.out, args.budget, args.quick, f"{BIG_SHARE / max(1, n_big):.2f}")
     environment(run)
 
     # everything starts at once (the compiles are the CPU's work, 16 cores there); the step
@@ -305,14 +314,9 @@ def main() -> None:
     if accuracy_run:
         others["accuracy"] = accuracy_run[1:]
     reserve = 45.0 if accuracy_run else 15.0  # to stop the N2 run and write its checkpoint
-    commands = dict(step_rows(args, only))
-    first_big = next((label for label in commands if label in BIG), None)
-    rows = {label: run.start(label, cmd, big=label in BIG) for label, cmd in commands.items()
-            if label not in BIG or label == first_big}  # fmt: skip
+    rows = {label: run.start(label, cmd, big=label in BIG) for label, cmd in commands.items()}
     paused = 0.0
     for label in commands:
-        if label not in rows:  # a big row: compiled once the one before it is done
-            rows[label] = run.start(label, commands[label], big=True)
         proc, log = rows[label]
         ready = wait_ready(run, label, proc, run.left() - reserve)
         if not ready:

@@ -184,8 +184,11 @@ def measure(
     if stats and "peak_bytes_in_use" in stats:
         out["peak_mib"] = stats["peak_bytes_in_use"] / MIB
         out["limit_mib"] = stats.get("bytes_limit", 0) / MIB
-    if trace:
-        state, out["traced_parts"], out["trace"] = traced_parts(compiled, state, trace)
+    if trace:  # the step's figures stand whatever the profiler does
+        try:
+            state, out["traced_parts"], out["trace"] = traced_parts(compiled, state, trace)
+        except Exception as error:
+            out["trace_error"] = f"{type(error).__name__}: {error}"[:500]
     if with_parts:
         job = job._replace(state=state)
         out["parts"] = parts(job, compiled_parts)
