@@ -108,6 +108,9 @@ def traced_parts(compiled, state, steps: int):
     import collections
 
     parts_of = scopes_of(compiled.as_text())
+    # a kernel inside a CUDA graph carries the graph's instruction (command_buffer_N) as its
+    # HLO op; its own name is its fusion's, '.' written '_'
+    by_kernel = {name.replace(".", "_"): part for name, part in parts_of.items()}
     state, _, profile, _ = profile_steps(compiled, state, steps)
     busy, unmatched, seen = collections.Counter(), collections.Counter(), {}
     for plane in profile.planes:
@@ -121,13 +124,13 @@ def traced_parts(compiled, state, steps: int):
             line for name, line in lines.items() if name.startswith("Stream")]  # fmt: skip
         for event in (e for line in chosen for e in line.events):
             name = str(dict(event.stats).get("hlo_op", event.name)).split(":")[0].strip()
-            part = parts_of.get(name)
+            part = parts_of.get(name) or by_kernel.get(event.name.replace(".", "_"))
             if part is None:
-                unmatched[name] += event.duration_ns
+                unmatched[f"{name} {event.name[:60]}"] += event.duration_ns
                 part = "unmatched"
             busy[part] += event.duration_ns
     split = {k: v / steps / 1e9 for k, v in busy.items()} or None
-    about = dict(planes=seen, unmatched=dict(unmatched.most_common(5)))
+    about = dict(planes=seen, unmatched=dict(unmatched.most_common(12)))
     return state, split, about
 
 
