@@ -43,8 +43,9 @@ def default_operator(n_electrons: int) -> LaplacianOperator:
     """The fastest correct operator for a walker of ``n_electrons`` (docs/benchmarks.md).
 
     Up to 8 electrons the dense forward Laplacian is fastest or tied, for the value and
-    the parameter gradient, and compiles 2-4x faster than the sparse one. From 9 on,
-    folx's sparsity tracking (above 6 input coordinates it stops) pays: at 16 electrons
+    the parameter gradient, and compiled 2-4x faster than the sparse one (measured before
+    the sparse sums' index sets moved to numpy: ``_folx_indices``). From 9 on, folx's
+    sparsity tracking (above 6 input coordinates it stops) pays: at 16 electrons
     (FermiNet 4 x (256, 32), 128 walkers, float32) the gradient of the mean kinetic energy
     took 6.1 s with ``ForwardSparse(6)`` against 8.3 s with ``Forward()`` (and 9.2 s with
     folx's own sparse forward Laplacian).

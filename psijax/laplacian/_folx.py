@@ -38,7 +38,10 @@ from folx.wrapped_functions import get_laplacian
 
 from psijax import precision
 from psijax.errors import UnsupportedError
+from psijax.laplacian import _folx_indices
 from psijax.types import Array, ScalarFn
+
+_folx_indices.install()  # folx's sparse index sets in numpy: no XLA program per set
 
 Literal = jax.extend.core.Literal
 ClosedJaxpr = jax.extend.core.ClosedJaxpr

@@ -1,0 +1,51 @@
+"""folx's sparse index sets in numpy (psijax.laplacian._folx_indices): the same sets as
+jnp.unique's, the same Laplacian to the bit, and no XLA program per set."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from folx import jvp as folx_jvp
+
+from psijax.laplacian import ForwardSparse, _folx_indices
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 4, 9), (6, 1)])
+@pytest.mark.parametrize("size", [1, 3, 12])
+@pytest.mark.parametrize("fill_value", [None, -1])
+def test_unique_rows_is_jnp_unique_per_row(shape, size, fill_value):
+    a = np.random.default_rng(sum(shape) + size).integers(0, 6, size=shape)
+    expected = jnp.vectorize(
+        functools.partial(jnp.unique, size=size, fill_value=fill_value), signature="(n)->(m)"
+    )(a)
+    got = _folx_indices.unique_rows(a, size, fill_value)
+    assert got.dtype == np.asarray(expected).dtype
+    np.testing.assert_array_equal(got, np.asarray(expected))
+
+
+def _f(x):
+    """A function of 6 electrons whose forward Laplacian sums sparse jacobians over
+    electrons: one-electron features, pair terms and a determinant."""
+    w = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    h = jnp.tanh(x @ w)  # [n, 4]
+    pairs = jnp.sum(jnp.tanh(jnp.sum((x[:, None] - x[None]) ** 2, -1) + 0.1), axis=1)
+    orbitals = jnp.exp(-jnp.sum(x**2, -1))[:, None] * jnp.cos(jnp.arange(6.0) * h[:, :1])
+    return jnp.sum(h) + jnp.sum(pairs) + jnp.linalg.slogdet(orbitals + jnp.eye(6))[1]
+
+
+def test_same_laplacian_to_the_bit_with_numpy_sets(monkeypatch):
+    assert _folx_indices.install()
+    assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)
+    calls = []
+    rows = _folx_indices.unique_rows
+    monkeypatch.setattr(_folx_indices, "unique_rows", lambda *a: calls.append(1) or rows(*a))
+    x = jax.random.normal(jax.random.PRNGKey(3), (6, 3))
+    op = ForwardSparse(6)
+    with_numpy = op(_f)(x)
+    assert calls, "folx's sparse sums no longer reach the numpy sets"
+    monkeypatch.setattr(folx_jvp, "jnp", jnp)  # folx as shipped
+    with_jax = op(_f)(x)
+    for a, b in zip(with_numpy, with_jax, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
