@@ -51,7 +51,7 @@ class _JaxNumpy:
     @staticmethod
     def unique(a, *args, **kwargs):
         plain = not args and set(kwargs) <= {"size", "fill_value"}
-        if plain and isinstance(a, np.ndarray) and a.ndim == 1 and kwargs.get("size"):
+        if plain and isinstance(a, np.ndarray) and a.ndim == 1 and a.size and kwargs.get("size"):
             return unique_rows(a, kwargs["size"], kwargs.get("fill_value"))
         return jnp.unique(a, *args, **kwargs)
 
