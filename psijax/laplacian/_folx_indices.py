@@ -29,8 +29,8 @@ def unique_rows(a: np.ndarray, size: int, fill_value=None) -> np.ndarray:
     ``size`` of them, padded with ``fill_value`` (None: the row's smallest value)."""
     a = np.asarray(a)  # in jax.numpy's dtype for it (int32 unless x64 is on)
     a = np.sort(a.astype(jax.dtypes.canonicalize_dtype(a.dtype), copy=False), axis=-1)
-    if a.shape[-1] == 0:
-        raise ValueError("unique of an empty row: jnp.unique needs a fill_value there")
+    if a.shape[-1] == 0 and fill_value is None:  # as jnp.unique says it
+        raise ValueError("unique of an empty row with a size needs a fill_value")
     new = np.ones(a.shape, dtype=bool)
     new[..., 1:] = a[..., 1:] != a[..., :-1]
     position = np.cumsum(new, axis=-1) - 1
@@ -51,7 +51,7 @@ class _JaxNumpy:
     @staticmethod
     def unique(a, *args, **kwargs):
         plain = not args and set(kwargs) <= {"size", "fill_value"}
-        if plain and isinstance(a, np.ndarray) and a.ndim == 1 and a.size and kwargs.get("size"):
+        if plain and isinstance(a, np.ndarray) and a.ndim == 1 and kwargs.get("size"):
             return unique_rows(a, kwargs["size"], kwargs.get("fill_value"))
         return jnp.unique(a, *args, **kwargs)
 
@@ -71,7 +71,7 @@ class _JaxNumpy:
         on_jax = jnp.vectorize(functools.partial(jnp.unique, **fn.keywords), **kwargs)
 
         def apply(a):
-            if isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[-1] > 0:
+            if isinstance(a, np.ndarray) and a.ndim >= 1:
                 return unique_rows(a, fn.keywords["size"], fn.keywords.get("fill_value"))
             return on_jax(a)
 
