@@ -63,7 +63,7 @@ NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and 
 
 
 class Run:
-    def __init__(self, out: str, budget: float, quick: bool, big_fraction: str = "0.9"):
+    def __init__(self, out: str, budget: float, quick: bool, big_fraction: str):
         self.out, self.quick, self.big_fraction = out, quick, big_fraction
         self.deadline = time.monotonic() + budget
         self.results = os.path.join(out, "results.jsonl")
