@@ -77,7 +77,7 @@ def build_named(name, system_name, molecule, mesh):
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = net.init(keys[0], jnp.float32)
     walkers = sampling.init_walkers(keys[1], molecule, config.walkers)

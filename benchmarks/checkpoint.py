@@ -46,7 +46,7 @@ def measure(name: str, n_steps: int) -> dict[str, float]:
     net = registry.ansatz(molecule, config)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
     show = Progress(0, enabled=False)
     state = fresh_state(net, optimizer, sampler, molecule, config, mesh, show)
     step = make_step(

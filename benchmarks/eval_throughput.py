@@ -52,8 +52,8 @@ def main() -> None:
     params = net.init(keys[0], jnp.float32)
     walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
     walkers = jax.device_put(walkers, parallel.walker_sharding(mesh))
-    sampler = registry.sampler(config)
-    frozen = registry.sampler(config, adapt=False)
+    sampler = registry.sampler(config, molecule)
+    frozen = registry.sampler(config, molecule, adapt=False)
     width = sampler.init(jnp.float32)
     n_moves, n_walkers = config.mcmc_moves, config.walkers
     energy = hamiltonian.for_config(molecule, config)

@@ -50,7 +50,7 @@ def steps(args, molecule) -> dict[int, float]:
         net = registry.ansatz(molecule, config)
         energy = hamiltonian.for_config(molecule, config).local_energy(net)
         optimizer = registry.optimizer(config)
-        sampler = registry.sampler(config)
+        sampler = registry.sampler(config, molecule)
         template = abstract_train_state(net, optimizer, args.walkers, net.n_electrons, mesh)
         params = net.init(jax.random.PRNGKey(0), jnp.float32)
         state = train_state(net, optimizer, params, _walkers(molecule, k, args.walkers),

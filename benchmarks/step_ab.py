@@ -51,7 +51,7 @@ def _build(base: dict, pairs: list[str]):
     state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
     energy = hamiltonian.for_config(molecule, config).local_energy(net)
     step = make_step(net.log_abs, energy, optimizer, step_config(config), mesh, state,
-                     registry.sampler(config))  # fmt: skip
+                     registry.sampler(config, molecule))  # fmt: skip
     t = time.perf_counter()
     state, metrics = step(state)
     jax.block_until_ready(metrics)

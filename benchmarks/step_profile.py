@@ -98,7 +98,8 @@ def random_job(config) -> Job:
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
     state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
-    return Job(molecule, mesh, net, local_energy, optimizer, registry.sampler(config), state)
+    sampler = registry.sampler(config, molecule)
+    return Job(molecule, mesh, net, local_energy, optimizer, sampler, state)
 
 
 def compile_as_train(job: Job, config) -> tuple:

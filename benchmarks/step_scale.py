@@ -64,7 +64,7 @@ def main() -> None:
             inner.init, lambda g, s, p=None, **kw: inner.update(g, s, p, **{**kw, "mesh": None})
         )
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
 
     print(f"# {args.system}, FermiNet {args.layers}, {args.determinants} determinants, "
           f"{args.walkers} walkers, {'unsplit' if args.unsplit else 'split'} SPRING, "

@@ -128,13 +128,13 @@ def main() -> None:
         params, walkers, losses = pretrain.pretrain(
             keys[2], net, params, molecule, walkers,
             steps=config.pretrain_steps, basis=config.basis, hf=hf,
-            sampler=pretrain.sampler_of(config),
+            sampler=pretrain.sampler_of(config, molecule),
         )  # fmt: skip
         _block((params, walkers))
         pre_s = time.perf_counter() - t
         rows.append(("pretraining loss first / last", f"{losses[0]:.4f} / {losses[-1]:.4f}"))
 
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
     width = sampler.init(jnp.float32)
     t = time.perf_counter()
     if config.burn_in_steps:
@@ -306,7 +306,7 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
     ref_step = ref.step.make_step(
         ref_net.log_abs, local_energy, optimizer,
         ref.step.StepConfig(**dataclasses.asdict(step_config)), mesh, ref_state,
-        ref.registry.sampler(ref_config),
+        _ref_sampler(ref, ref_config, molecule),
     )  # fmt: skip
     steps = {"this": step_fn_cache["step"], "against": ref_step}
     states = {"this": jax.tree.map(jnp.copy, state), "against": jax.tree.map(jnp.copy, ref_state)}
@@ -328,6 +328,14 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
         ("interleaved: step of this checkout, median / min", f"{this:.4f} / {lo_this:.4f} s"),
         ("interleaved: speed-up, median / min", f"{other / this:.2f}x / {lo_other / lo_this:.2f}x"),
     ]
+
+
+def _ref_sampler(ref, config, molecule):
+    """The reference checkout's sampler, from a registry that takes the molecule or not."""
+    try:
+        return ref.registry.sampler(config, molecule)
+    except TypeError:  # a checkout from before the samplers took the molecule
+        return ref.registry.sampler(config)
 
 
 def _import_copy(path: str):

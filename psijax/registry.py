@@ -9,7 +9,7 @@ hold the factory itself (a test adds a term so). Each factory has its table's si
     ANSATZES     factory(molecule, config) -> Ansatz
     OPTIMIZERS   factory(config) -> Optimizer                (entry: its learning rate)
     LAPLACIANS   factory(n_electrons) -> LaplacianOperator   (entry: or no argument)
-    SAMPLERS     factory(config, **settings) -> Sampler
+    SAMPLERS     factory(config, molecule, **settings) -> Sampler
     HAMILTONIAN  factory(molecule, config) -> Term, or None where it does not apply;
                  every entry is a term of every run's Hamiltonian, in this order
     OBSERVABLES  factory(molecule, network) -> Observable    (evaluation; energy is always on)
@@ -66,6 +66,7 @@ LAPLACIANS: dict[str, Entry] = {
 }
 SAMPLERS: dict[str, Entry] = {
     "metropolis": Entry("psijax.sampling.metropolis:from_config"),
+    "scaled-metropolis": Entry("psijax.sampling.metropolis:scaled_from_config"),
 }
 HAMILTONIAN: dict[str, Entry] = {
     "kinetic": Entry("psijax.hamiltonian.kinetic:from_config"),
@@ -105,10 +106,11 @@ def laplacian(name: str, n_electrons: int):
     return entry.load()(n_electrons) if entry.sized else entry.load()()
 
 
-def sampler(config: Config, **settings):
-    """The sampler ``config.sampler``; ``settings`` override the config's (e.g. ``adapt=False``
-    for a frozen wavefunction, pretraining's own moves and width)."""
-    return SAMPLERS[config.sampler].load()(config, **settings)
+def sampler(config: Config, molecule: Molecule, **settings):
+    """The sampler ``config.sampler`` for ``molecule``'s electrons; ``settings`` override the
+    config's (e.g. ``adapt=False`` for a frozen wavefunction, pretraining's own moves and
+    width)."""
+    return SAMPLERS[config.sampler].load()(config, molecule, **settings)
 
 
 def hamiltonian_terms(molecule: Molecule, config: Config) -> tuple:

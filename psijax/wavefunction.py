@@ -108,7 +108,7 @@ class Wavefunction:
             raise InputError(f"n_steps={n_steps} must be a whole number >= 0")
         walkers = self.walkers if walkers is None else self._check(walkers)
         key = jax.random.PRNGKey(seed)
-        sampler = registry.sampler(self.config, adapt=False)
+        sampler = registry.sampler(self.config, self.molecule, adapt=False)
         return _jit_sample(self.network.log_abs, sampler, self.params, walkers, key, self.width,
                            int(n_steps))  # fmt: skip
 

@@ -9,6 +9,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from psijax import config as config_lib
+from psijax import registry
 from psijax.sampling import (
     Metropolis,
     adapt_width,
@@ -17,6 +19,7 @@ from psijax.sampling import (
     init_walkers,
     metropolis,
 )
+from psijax.sampling.metropolis import STEP_SCALE, step_scale
 from psijax.system import from_atom_string, preset
 
 MOLECULES = {
@@ -38,14 +41,14 @@ def oscillator(x):
     return -0.5 * jnp.sum(x**2, axis=(-2, -1))
 
 
-def mcmc_run(log_abs, walkers, width, *, n_samples, n_moves):
+def mcmc_run(log_abs, walkers, width, *, n_samples, n_moves, nuclei=None):
     """Walkers after each of `n_samples` rounds of `n_moves` moves: [n_samples, W, N, 3]."""
 
     @jax.jit
     def run(key, walkers, width):
         def body(carry, k):
             x, logp = carry
-            x, logp, stats = metropolis(k, log_abs, x, logp, width, n_moves)
+            x, logp, stats = metropolis(k, log_abs, x, logp, width, n_moves, nuclei)
             return (x, logp), (x, stats.acceptance)
 
         keys = jax.random.split(key, n_samples)
@@ -116,6 +119,45 @@ def test_samples_known_density(log_abs, observable, exact):
     assert abs(mean - exact) < 3 * error, (mean, error)
 
 
+# Two nuclei 3 bohr apart; electron 0 in a 1s orbital of charge 2 on the first (<r> = 3/4),
+# electron 1 in a 1s orbital of charge 1 on the second (<r> = 3/2), whose density reaches
+# past the midplane, where its nearest nucleus and so its step change.
+TWO_CENTRES = ((0.0, 0.0, 0.0), (0.0, 0.0, 3.0))
+
+
+def two_centres(x):
+    centres = jnp.asarray(TWO_CENTRES, x.dtype)
+    r = jnp.linalg.norm(x - centres, axis=-1)  # [W, 2]: each electron from its own nucleus
+    return -2.0 * r[:, 0] - r[:, 1]
+
+
+def test_nucleus_scaled_moves_sample_the_exact_density():
+    """Steps scaled by the distance to the nearest nucleus are asymmetric proposals: without
+    the Hastings factor in the acceptance the electrons linger where their steps are short
+    (electron 0's mean distance came out 0.63 bohr instead of 0.75)."""
+    walkers = init_walkers(jax.random.key(1), from_atom_string("He 0 0 0; H 0 0 3"), 2000)[
+        :, :2
+    ]  # fmt: skip
+    sampler = Metropolis(5, nuclei=TWO_CENTRES)
+    walkers, _, width = burn_in(
+        jax.random.key(2), sampler, two_centres, walkers, jnp.float32(0.2), n_steps=60
+    )
+    xs, acc = mcmc_run(two_centres, walkers, width, n_samples=40, n_moves=5, nuclei=TWO_CENTRES)
+    assert np.all((acc > 0.35) & (acc < 0.65))  # the adapted width hits the target ~0.5
+    r = jnp.linalg.norm(xs - jnp.asarray(TWO_CENTRES, xs.dtype), axis=-1)  # [T, W, 2]
+    for electron, exact in ((0, 0.75), (1, 1.5)):
+        mean, error = walker_mean_and_error(r[..., electron])
+        assert error < 0.01 * exact
+        assert abs(mean - exact) < 3 * error, (electron, mean, error)
+
+
+def test_step_scale_is_the_clipped_distance_to_the_nearest_nucleus():
+    nuclei = jnp.asarray(TWO_CENTRES, jnp.float32)
+    x = jnp.asarray([[[0.0, 0.0, 0.01], [0.0, 0.5, 2.5], [0.0, 0.0, 10.0]]], jnp.float32)
+    low, high = STEP_SCALE
+    np.testing.assert_allclose(step_scale(x, nuclei), [[low, np.sqrt(0.5), high]], rtol=1e-6)
+
+
 # ----------------------------------------------------------------------- width adaptation
 def test_acceptance_in_range_and_width_moves_toward_target():
     walkers = init_walkers(jax.random.key(0), preset("LiH"), 32)
@@ -162,13 +204,14 @@ def test_walker_with_non_finite_log_abs_takes_a_finite_proposal():
 
 
 # ----------------------------------------------------------------------- layout independence
-def test_same_samples_sharded_over_four_devices():
+@pytest.mark.parametrize("nuclei", [None, preset("LiH").coords], ids=["uniform", "scaled"])
+def test_same_samples_sharded_over_four_devices(nuclei):
     assert jax.device_count() >= 4
     mesh = jax.make_mesh((4,), ("walkers",), axis_types=(jax.sharding.AxisType.Auto,))
     sharding = NamedSharding(mesh, P("walkers"))
     walkers = init_walkers(jax.random.key(0), preset("LiH"), 64)
     logp = oscillator(walkers)
-    step = jax.jit(functools.partial(metropolis, log_abs=oscillator, n_moves=6))
+    step = jax.jit(functools.partial(metropolis, log_abs=oscillator, n_moves=6, nuclei=nuclei))
     width = jnp.float32(0.4)
 
     x1, l1, s1 = step(jax.random.key(5), walkers=walkers, log_abs_walkers=logp, width=width)
@@ -201,3 +244,18 @@ def test_float32_walkers_stay_float32_even_with_x64():
         assert init_walkers(jax.random.key(0), preset("H"), 4, dtype=jnp.float64).dtype == (
             jnp.float64
         )
+
+
+# ------------------------------------------------------------------------ the run's sampler
+def test_the_scaled_sampler_scales_steps_by_the_molecules_nuclei():
+    molecule = from_atom_string("N 0 0 0; N 0 0 2.07")
+    sampler = registry.sampler(config_lib.Config(sampler="scaled-metropolis"), molecule)
+    assert sampler.nuclei == molecule.coords
+    assert registry.sampler(config_lib.Config(sampler="metropolis"), molecule).nuclei is None
+
+
+def test_a_resumed_run_may_change_its_sampler():
+    saved = config_lib.Config(system="LiH", sampler="metropolis")
+    resumed = config_lib.for_resume(saved, {"sampler": "scaled-metropolis"})
+    assert resumed.sampler == "scaled-metropolis"
+    assert config_lib.identity(resumed) == config_lib.identity(saved)

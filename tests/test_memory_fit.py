@@ -104,7 +104,7 @@ def _tiny_step():
     mesh = parallel.make_mesh(1)
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     keys = jax.random.split(jax.random.PRNGKey(3), 3)
     params = net.init(keys[0], jnp.float32)

@@ -182,13 +182,13 @@ def evaluate(
         show = EvalProgress(settings.steps, enabled=progress and lead)
         if settings.burn_in and not resume:
             show.phase("re-equilibrating the walkers", settings.burn_in)
-            sampler = registry.sampler(wf.config)
+            sampler = registry.sampler(wf.config, wf.molecule)
             equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
             state = equilibrate(wf.params, state, settings.burn_in)
         build = lambda chunk_size: eval_step.make_eval_step(
             log_abs,
             local_values,
-            registry.sampler(wf.config, adapt=False),
+            registry.sampler(wf.config, wf.molecule, adapt=False),
             mesh,
             chunk_size,
             functools.partial(observables_lib.combine, observed),

@@ -133,7 +133,7 @@ def train(
     net = registry.ansatz(molecule, config)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
-    sampler = registry.sampler(config)
+    sampler = registry.sampler(config, molecule)
     template = abstract_train_state(net, optimizer, config.walkers, net.n_electrons, mesh)
     identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
     lead = jax.process_index() == 0
@@ -347,7 +347,8 @@ def fresh_state(
         if watch is not None:
             watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
         settings = dict(
-            steps=config.pretrain_steps, max_steps=limit, sampler=pretrain.sampler_of(config),
+            steps=config.pretrain_steps, max_steps=limit,
+            sampler=pretrain.sampler_of(config, molecule),
             callback=lambda i, loss: show.pretrain(i, loss),
             on_chunk=_pretraining_beat(watch),
         )  # fmt: skip

@@ -145,10 +145,10 @@ FIT_WALKERS = 256
 DECAY_FLOOR = 0.5
 
 
-def sampler_of(config: Config) -> Sampler:
+def sampler_of(config: Config, molecule: Molecule) -> Sampler:
     """Pretraining's sampler: the run's (``config.sampler``), with pretraining's moves and
     initial width."""
-    return registry.sampler(config, n_moves=MOVES, initial_width=WIDTH)
+    return registry.sampler(config, molecule, n_moves=MOVES, initial_width=WIDTH)
 
 
 def _make_chunk(
@@ -240,7 +240,7 @@ def pretrain(
     if steps == 0:
         return params, walkers, np.zeros((0,), np.float64)
     hf = hf if hf is not None else hartree_fock(molecule, basis)
-    sampler = sampler if sampler is not None else sampler_of(Config())
+    sampler = sampler if sampler is not None else sampler_of(Config(), molecule)
     if fits_head(net):
         params = envelope_decays(net, params, hf)
     optimizer = _optimizer(net, params, LEARNING_RATE if learning_rate is None else learning_rate)

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from psijax import parallel, registry
-from psijax.config import Config
+from psijax import parallel
 from psijax.parallel.batching import map_walkers
+from psijax.sampling import Metropolis
 from psijax.types import Array, Params, TrainState, Walkers
 
 
@@ -25,13 +25,13 @@ def train_state(
     mesh: Mesh | None = None,
 ) -> TrainState:
     """A state at step 0: the optimiser's initial state, log|psi| of the walkers (computed
-    unless given) and the sampler's state ``width`` (unless given, the initial state of the
-    default config's sampler). With ``mesh`` it is placed there, walkers split over the
-    devices and everything else replicated, on one or many processes."""
+    unless given) and the sampler's state ``width`` (unless given, the Metropolis samplers'
+    initial width). With ``mesh`` it is placed there, walkers split over the devices and
+    everything else replicated, on one or many processes."""
     if log_abs is None:  # one compiled program, not ~100 operations compiled one by one
         log_abs = jax.jit(lambda p, w: map_walkers(net.log_abs, p, w))(params, walkers)
     if width is None:
-        width = registry.sampler(Config()).init(walkers.dtype)
+        width = Metropolis().init(walkers.dtype)
     state = TrainState(
         params=params,
         opt_state=optimizer.init(params),
