@@ -66,6 +66,10 @@ class Config:
     determinants: int = 16
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
+    # "scaled-metropolis" scales each electron's step by its distance to the nearest nucleus:
+    # N2's walkers then reach equilibrium within pretraining instead of drifting through 100
+    # burn-in steps; not the default until more seeds of the light atoms are in
+    # (docs/benchmarks.md, "Sampling: steps scaled to the nearest nucleus").
     sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0
@@ -191,7 +195,7 @@ RESUMABLE = frozenset({
     "steps", "target_error", "devices", "out", "eval_fraction",
     "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
     "compilation_cache", "jacobian_blocks", "stall_timeout", "matmul_precision",
-    "gram_precision",
+    "gram_precision", "sampler",
 })  # fmt: skip
 IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
 # Fields added after checkpoints were first written: a checkpoint without them was written
