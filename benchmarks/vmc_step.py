@@ -332,10 +332,11 @@ def _against(path, config, molecule, net, mesh, state, step_config, n_steps):
 
 def _ref_sampler(ref, config, molecule):
     """The reference checkout's sampler, from a registry that takes the molecule or not."""
-    try:
+    import inspect
+
+    if "molecule" in inspect.signature(ref.registry.sampler).parameters:
         return ref.registry.sampler(config, molecule)
-    except TypeError:  # a checkout from before the samplers took the molecule
-        return ref.registry.sampler(config)
+    return ref.registry.sampler(config)  # a checkout from before the samplers took it
 
 
 def _import_copy(path: str):

@@ -84,12 +84,10 @@ def metropolis(
         else:
             step = width * step_scale(x, nuclei)  # [walker, electron]
             proposal = x + step[..., None] * noise
-            back = width * step_scale(proposal, nuclei)
+            ratio = step / (width * step_scale(proposal, nuclei))  # forward / backward std
             # log q(old | new) - log q(new | old), Gaussian in 3 dimensions per electron
-            moved = jnp.sum(noise**2, axis=-1) * step**2
-            log_q = jnp.sum(
-                3.0 * jnp.log(step / back) + 0.5 * moved * (1 / step**2 - 1 / back**2), axis=-1
-            )
+            squared = jnp.sum(noise**2, axis=-1)
+            log_q = jnp.sum(3.0 * jnp.log(ratio) + 0.5 * squared * (1 - ratio**2), axis=-1)
         logp_new = log_abs(proposal).astype(logp.dtype)
         log_u = jnp.log(jax.random.uniform(k_accept, (n_walkers,), logp.dtype))
         better = log_u < 2.0 * (logp_new - logp) + log_q
