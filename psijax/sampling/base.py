@@ -34,24 +34,40 @@ class Sampler(Protocol):
         (walkers, their log|psi|, new state, statistics with an ``acceptance``)."""
 
 
-@functools.partial(jax.jit, static_argnames=("sampler", "log_abs", "n_steps"))
+@functools.partial(
+    jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps")
+)
 def burn_in(
     key: Array, sampler: Sampler, log_abs: BatchLogAbs, walkers: Walkers, state: PyTree,
-    *, n_steps: int,
+    *, n_steps: int, lead: Sampler | None = None, lead_steps: int = 0,
 ) -> tuple[Walkers, Array, PyTree]:  # fmt: skip
-    """``n_steps`` sampler steps; returns (walkers, log|psi|, sampler state).
+    """``lead_steps`` steps of the sampler ``lead`` (from its initial state; none without
+    ``lead``), then ``n_steps`` steps of ``sampler`` from ``state``; returns (walkers,
+    log|psi|, ``sampler``'s state). A lead that equilibrates faster than ``sampler``
+    (``psijax.training.job``: steps scaled to the nearest nucleus) brings the walkers to
+    the density, ``sampler``'s own steps then adapt its state.
 
     ``log_abs`` is static (hashed by identity): pass the same function to reuse the
     compilation.
     """
 
-    def body(i: Array, carry):
-        x, logp, s = carry
-        x, logp, s, _ = sampler.step(jax.random.fold_in(key, i), log_abs, x, logp, s)
-        return x, logp, s
+    def run(steps: int, chosen: Sampler, key: Array, carry):
+        def body(i: Array, carry):
+            x, logp, s, _ = chosen.step(jax.random.fold_in(key, i), log_abs, *carry)
+            return x, logp, s
 
-    state = jax.tree.map(lambda s: jnp.asarray(s, walkers.dtype), state)
-    return jax.lax.fori_loop(0, n_steps, body, (walkers, log_abs(walkers), state))
+        return jax.lax.fori_loop(0, steps, body, carry)
+
+    as_dtype = lambda state: jax.tree.map(lambda s: jnp.asarray(s, walkers.dtype), state)
+    logp = log_abs(walkers)
+    if lead is not None and lead_steps:  # its keys: a branch no step index reaches
+        lead_key = jax.random.fold_in(key, LEAD_STREAM)
+        walkers, logp, _ = run(lead_steps, lead, lead_key, (walkers, logp, as_dtype(lead.init())))
+    return run(n_steps, sampler, key, (walkers, logp, as_dtype(state)))
+
+
+# burn_in's lead sampler draws from fold_in(key, LEAD_STREAM), past any step index.
+LEAD_STREAM = 2**31 - 1
 
 
 def reset_lost_walkers(walkers: Array, log_abs: Array) -> tuple[Array, Array, Array]:
