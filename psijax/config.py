@@ -49,9 +49,9 @@ class Config:
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
     walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
-    pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.5%, up to:
+    pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
-    burn_in_steps: int = 50
+    burn_in_steps: int = 20  # the last 10 with the run's sampler (psijax.training.job)
     optimizer: str = "spring"
     learning_rate: float | None = None  # None: the optimizer's default (psijax.registry)
     decay_steps: float = 1000.0
@@ -66,10 +66,11 @@ class Config:
     determinants: int = 16
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
-    # "scaled-metropolis" scales each electron's step by its distance to the nearest nucleus:
-    # N2's walkers then reach equilibrium within pretraining instead of drifting through 100
-    # burn-in steps; not the default: Be ended 1.5 mHa further from exact with it, on average
-    # over four seeds (docs/benchmarks.md, "Sampling: steps scaled to the nearest nucleus").
+    # The training step's sampler. "scaled-metropolis" scales each electron's step by its
+    # distance to the nearest nucleus, as pretraining and burn-in do whatever this is
+    # (psijax.training.start); not the default: Be ended 1.5 mHa further from exact
+    # training with it, on average over four seeds (docs/benchmarks.md, "Sampling: steps
+    # scaled to the nearest nucleus").
     sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0

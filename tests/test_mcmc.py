@@ -19,8 +19,10 @@ from psijax.sampling import (
     init_walkers,
     metropolis,
 )
+from psijax.sampling.base import LEAD_STREAM
 from psijax.sampling.metropolis import STEP_SCALE, step_scale
 from psijax.system import from_atom_string, preset
+from psijax.training import pretrain, start
 
 MOLECULES = {
     "H": preset("H"),
@@ -259,3 +261,53 @@ def test_a_resumed_run_may_change_its_sampler():
     resumed = config_lib.for_resume(saved, {"sampler": "scaled-metropolis"})
     assert resumed.sampler == "scaled-metropolis"
     assert config_lib.identity(resumed) == config_lib.identity(saved)
+
+
+# ------------------------------------------------ pretraining's sampler and burn-in's lead
+def test_pretraining_scales_steps_to_the_nuclei_whatever_the_runs_sampler():
+    molecule = from_atom_string("N 0 0 0; N 0 0 2.07")
+    for name in registry.SAMPLERS:
+        sampler = pretrain.sampler_of(config_lib.Config(sampler=name), molecule)
+        assert sampler.nuclei == molecule.coords
+        assert (sampler.n_moves, sampler.initial_width) == (pretrain.MOVES, pretrain.WIDTH)
+
+
+def test_burn_in_with_a_lead_runs_the_lead_then_the_sampler_from_its_own_state():
+    """The lead's steps (from its initial state, on their own keys), then the sampler's from
+    the state given, as two separate burn-ins would: the state returned is the sampler's."""
+    key, walkers = jax.random.key(3), jax.random.normal(jax.random.key(4), (64, 2, 3))
+    lead = Metropolis(3, initial_width=0.7, nuclei=((0.0, 0.0, 0.0),))
+    sampler = Metropolis(2, initial_width=0.1)
+    x, logp, width = burn_in(
+        key, sampler, oscillator, walkers, 0.25, n_steps=4, lead=lead, lead_steps=5
+    )
+    lead_key = jax.random.fold_in(key, LEAD_STREAM)
+    x_lead, _, lead_width = burn_in(lead_key, lead, oscillator, walkers, 0.7, n_steps=5)
+    x_own, logp_own, width_own = burn_in(key, sampler, oscillator, x_lead, 0.25, n_steps=4)
+    np.testing.assert_array_equal(x, x_own)
+    np.testing.assert_array_equal(logp, logp_own)
+    assert width == width_own and width != lead_width
+    assert not np.array_equal(x_lead, walkers)  # the lead moved the walkers
+    # Without lead steps (or without a lead) it is the sampler's burn-in alone.
+    alone = burn_in(key, sampler, oscillator, walkers, 0.25, n_steps=4)
+    for a, b in zip(burn_in(key, sampler, oscillator, walkers, 0.25, n_steps=4, lead=lead),
+                    alone, strict=True):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "steps, leads, split",
+    [(20, True, (10, 10)), (50, True, (40, 10)), (10, True, (0, 10)), (3, True, (0, 3)),
+     (20, False, (0, 20)), (0, True, (0, 0))],
+)  # fmt: skip
+def test_burn_in_ends_with_the_runs_own_sampler(steps, leads, split):
+    assert start.ADAPT_STEPS == 10
+    assert start.burn_in_split(steps, leads) == split
+
+
+def test_a_run_on_pretrainings_sampler_needs_no_lead():
+    assert registry.SAMPLERS[start.LEAD]  # a name the registry knows
+    molecule = from_atom_string("N 0 0 0; N 0 0 2.07")
+    run = registry.sampler(config_lib.Config(sampler=start.LEAD), molecule)
+    lead = pretrain.sampler_of(config_lib.Config(), molecule)
+    assert run.nuclei == lead.nuclei  # the same kind of steps: burn-in needs no other

@@ -38,10 +38,11 @@ HELP = {
     "steps": "training steps",
     "walkers": "walkers (a multiple of the device count)",
     "pretrain_steps": "Hartree-Fock pretraining steps at least (0: none); from 50 on, more "
-    "while the network's orbitals are off Hartree-Fock's by more than 0.5% (root mean square)",
+    "while the network's orbitals are off Hartree-Fock's by more than 0.7% (root mean square)",
     "pretrain_max_steps": "the most pretraining steps (default 10 x --pretrain-steps; "
     "--pretrain-steps or less: exactly that many)",
-    "burn_in_steps": "MCMC burn-in steps before training",
+    "burn_in_steps": "MCMC burn-in steps before training: the last 10 with the run's "
+    "--sampler, the others with steps scaled to the nearest nucleus",
     "optimizer": "optimizer",
     "learning_rate": "initial learning rate",
     "decay_steps": "learning rate decays as lr / (1 + step / decay_steps)",

@@ -116,7 +116,7 @@ class Progress:
 
     # ---------------------------------------------------------------- progress lines
     def pretrain(self, i: int, loss: float) -> None:
-        beyond = f"{i + 1} (orbitals still off by > 0.5%)"
+        beyond = f"{i + 1} (orbitals still off by > 0.7%)"
         count = f"{i + 1}/{self.total}" if i < self.total else beyond
         self._maybe(i, lambda: f"pretrain {count}  loss {loss:.3g}")
 

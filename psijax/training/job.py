@@ -19,28 +19,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from psijax import config as config_lib
-from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax import hamiltonian, parallel, registry, system
 from psijax.ansatz import Ansatz
 from psijax.errors import InputError
 from psijax.estimators import training as estimators_lib
-from psijax.parallel.batching import map_walkers
 from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
 from psijax.run.progress import Progress
-from psijax.run.watch import StepWatch
 from psijax.rundir import checkpoint, lock, train_files
-from psijax.sampling import burn_in
 from psijax.statistics import Estimate, StopRule, tail_estimate
 from psijax.statistics import states as state_stats
-from psijax.system import ecp, scf
-from psijax.training import memory, pretrain, pretrain_states
-from psijax.training.state import abstract_train_state, train_state
+from psijax.system import ecp
+from psijax.training import memory, pretrain_states
+from psijax.training.start import fresh_state
+from psijax.training.state import abstract_train_state
 from psijax.training.step import StepConfig, make_step
-from psijax.types import Params, TrainState
+from psijax.types import Params
 
 
 @dataclasses.dataclass
@@ -292,97 +289,9 @@ def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh
     )
 
 
-def _pretraining_beat(watch: StepWatch | None):
-    """``pretrain``'s chunk heartbeat for ``watch``: the first chunk (which compiles)
-    arms it, every later one is a beat."""
-    if watch is None:
-        return None
-    first = True
-
-    def beat(done: int) -> None:
-        nonlocal first
-        if first or done <= watch.step:  # a new pretraining (the next state's) starts
-            watch.arm("pretraining", step=done, unit=f"chunk of {pretrain.CHUNK} steps")
-            first = False
-        else:
-            watch.beat(done)
-
-    return beat
-
-
 def step_config(config: config_lib.Config) -> StepConfig:
     return StepConfig(
         clip_scale=config.clip_scale,
         chunk_size=config.chunk_size,
         jacobian_blocks=config.jacobian_blocks,
-    )
-
-
-def fresh_state(
-    net, optimizer, sampler, molecule, config, mesh, show: Progress, watch: StepWatch | None = None
-) -> TrainState:
-    """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in, each
-    phase under ``watch`` (a stalled pretraining step or burn-in ends the run as a stalled
-    training step does)."""
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
-    params = net.init(keys[0], jnp.float32)
-    params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
-    copies = config.states  # K copies of the electrons per walker with several states
-    walkers = sampling.init_walkers(keys[1], molecule, config.walkers * copies)
-    walkers = walkers.reshape(config.walkers, copies * molecule.n_electrons, 3)
-    walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
-    if config.pretrain_steps:
-        t0 = time.perf_counter()
-        hf = scf.hartree_fock(molecule, config.basis)
-        basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
-        show.note(
-            f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
-            f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
-        )
-        limit = config_lib.pretrain_limit(config)
-        extends = pretrain.extends(config.pretrain_steps, limit)
-        extra = f", more up to {limit} while the orbitals are off by > 0.5%" * extends
-        show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
-        t0 = time.perf_counter()
-        if watch is not None:
-            watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
-        settings = dict(
-            steps=config.pretrain_steps, max_steps=limit,
-            sampler=pretrain.sampler_of(config, molecule),
-            callback=lambda i, loss: show.pretrain(i, loss),
-            on_chunk=_pretraining_beat(watch),
-        )  # fmt: skip
-        if copies == 1:
-            params, walkers, losses = pretrain.pretrain(
-                keys[2], net, params, molecule, walkers, basis=config.basis, hf=hf, **settings
-            )
-            losses = [losses]
-        else:
-            params, walkers, losses = pretrain_states.pretrain(
-                keys[2], net, params, molecule, walkers, hf=hf, basis=config.basis,
-                note=show.note, **settings,
-            )  # fmt: skip
-        show.note(
-            f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
-            f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
-        )
-
-    width, log_abs = sampler.init(jnp.float32), None
-    if config.burn_in_steps:
-        show.note(f"burn-in ({config.burn_in_steps} steps of {config.mcmc_moves} MCMC moves)")
-        batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        if watch is not None:
-            watch.disarm("compiling the burn-in")  # compiling is not a step
-        run_burn_in = burn_in.lower(
-            keys[3], sampler, batch_log_abs, walkers, width, n_steps=config.burn_in_steps
-        ).compile()
-        if watch is not None:
-            watch.arm("burn-in", counted=False)
-        walkers, log_abs, width = run_burn_in(keys[3], walkers, width)
-        if watch is not None:
-            jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
-    if watch is not None:
-        watch.disarm("compiling the training step")
-    return train_state(
-        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )

@@ -1,0 +1,136 @@
+"""A fresh run up to its first training step: initial parameters and walkers, Hartree-Fock
+pretraining, and burn-in, each phase under the step watch.
+
+Pretraining and the first part of burn-in move the walkers with steps scaled to each
+electron's distance from the nearest nucleus (``pretrain.sampler_of``), whatever the run's
+sampler: they bring the walkers to the network's density, cores and valence alike. The
+last ``ADAPT_STEPS`` steps of burn-in are the run's own sampler's, adapting its width.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+
+from psijax import config as config_lib
+from psijax import parallel, sampling
+from psijax.parallel.batching import map_walkers
+from psijax.run.progress import Progress
+from psijax.run.watch import StepWatch
+from psijax.sampling import burn_in
+from psijax.system import ecp, scf
+from psijax.training import pretrain, pretrain_states
+from psijax.training.state import train_state
+from psijax.types import TrainState
+
+# Burn-in ends with this many steps of the run's own sampler, adapting its width; the steps
+# before move with pretraining's (steps scaled to the nearest nucleus), which bring N2's
+# valence electrons to the density where one width set by the cores does not in 100 steps
+# (docs/benchmarks.md, "N2's launch").
+ADAPT_STEPS = 10
+
+
+# The registry's name of pretraining's sampler: a run on it needs no lead in burn-in.
+LEAD = "scaled-metropolis"
+
+
+def burn_in_split(steps: int, leads: bool) -> tuple[int, int]:
+    """``steps`` of burn-in as (steps of pretraining's sampler, then steps of the run's):
+    the last ``ADAPT_STEPS`` (or all, when fewer) are the run's, and all of them when the
+    run's sampler does not differ (``leads`` False)."""
+    lead_steps = max(steps - ADAPT_STEPS, 0) if leads else 0
+    return lead_steps, steps - lead_steps
+
+
+def _pretraining_beat(watch: StepWatch | None):
+    """``pretrain``'s chunk heartbeat for ``watch``: the first chunk (which compiles)
+    arms it, every later one is a beat."""
+    if watch is None:
+        return None
+    first = True
+
+    def beat(done: int) -> None:
+        nonlocal first
+        if first or done <= watch.step:  # a new pretraining (the next state's) starts
+            watch.arm("pretraining", step=done, unit=f"chunk of {pretrain.CHUNK} steps")
+            first = False
+        else:
+            watch.beat(done)
+
+    return beat
+
+
+def fresh_state(
+    net, optimizer, sampler, molecule, config, mesh, show: Progress, watch: StepWatch | None = None
+) -> TrainState:
+    """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in, each
+    phase under ``watch`` (a stalled pretraining step or burn-in ends the run as a stalled
+    training step does)."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
+    params = net.init(keys[0], jnp.float32)
+    params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
+    copies = config.states  # K copies of the electrons per walker with several states
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers * copies)
+    walkers = walkers.reshape(config.walkers, copies * molecule.n_electrons, 3)
+    walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
+    if config.pretrain_steps:
+        t0 = time.perf_counter()
+        hf = scf.hartree_fock(molecule, config.basis)
+        basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
+        show.note(
+            f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
+            f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
+        )
+        limit = config_lib.pretrain_limit(config)
+        extends = pretrain.extends(config.pretrain_steps, limit)
+        extra = f", more up to {limit} while the orbitals are off by > 0.7%" * extends
+        show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
+        t0 = time.perf_counter()
+        if watch is not None:
+            watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
+        settings = dict(
+            steps=config.pretrain_steps, max_steps=limit,
+            sampler=pretrain.sampler_of(config, molecule),
+            callback=lambda i, loss: show.pretrain(i, loss),
+            on_chunk=_pretraining_beat(watch),
+        )  # fmt: skip
+        if copies == 1:
+            params, walkers, losses = pretrain.pretrain(
+                keys[2], net, params, molecule, walkers, basis=config.basis, hf=hf, **settings
+            )
+            losses = [losses]
+        else:
+            params, walkers, losses = pretrain_states.pretrain(
+                keys[2], net, params, molecule, walkers, hf=hf, basis=config.basis,
+                note=show.note, **settings,
+            )  # fmt: skip
+        show.note(
+            f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
+            f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
+        )
+
+    width, log_abs = sampler.init(jnp.float32), None
+    if config.burn_in_steps:
+        lead = pretrain.sampler_of(config, molecule, n_moves=config.mcmc_moves)
+        lead_steps, own = burn_in_split(config.burn_in_steps, config.sampler != LEAD)
+        scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
+        show.note(f"burn-in ({scaled}{own} steps of {config.mcmc_moves} MCMC moves)")
+        batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
+        if watch is not None:
+            watch.disarm("compiling the burn-in")  # compiling is not a step
+        run_burn_in = burn_in.lower(
+            keys[3], sampler, batch_log_abs, walkers, width, n_steps=own, lead=lead,
+            lead_steps=lead_steps,
+        ).compile()  # fmt: skip
+        if watch is not None:
+            watch.arm("burn-in", counted=False)
+        walkers, log_abs, width = run_burn_in(keys[3], walkers, width)
+        if watch is not None:
+            jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
+    if watch is not None:
+        watch.disarm("compiling the training step")
+    return train_state(
+        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
+    )
