@@ -189,7 +189,7 @@ def test_pretraining_and_burn_in_are_phases_of_their_own():
 STALLED_PRETRAINING = """
 import threading
 import psijax
-from psijax.training import job, pretrain
+from psijax.training import pretrain
 
 never = threading.Event()
 original = pretrain.pretrain
@@ -205,7 +205,7 @@ def stalling(*args, callback=None, **kwargs):
     return original(*args, callback=blocking, **kwargs)
 
 
-job.pretrain.pretrain = stalling
+pretrain.pretrain = stalling
 psijax.train(**{config}, out={out!r}, steps=5, stall_timeout=2.0, progress=False)
 print("not stopped")
 """
@@ -217,7 +217,7 @@ IDLE_FIRST_CHUNK = """
 import threading
 import psijax
 from psijax.run import watch
-from psijax.training import job, pretrain
+from psijax.training import pretrain
 
 watch.IDLE_WINDOW_S = 3.0
 never = threading.Event()
@@ -231,7 +231,7 @@ def stalling(*args, callback=None, **kwargs):
     return original(*args, callback=blocking, **kwargs)
 
 
-job.pretrain.pretrain = stalling
+pretrain.pretrain = stalling
 psijax.train(**{config}, out={out!r}, steps=5, stall_timeout=2.0, progress=False)
 print("not stopped")
 """
