@@ -51,7 +51,7 @@ class Config:
     walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
-    burn_in_steps: int = 20  # the last 10 with the run's sampler (psijax.training.job)
+    burn_in_steps: int = 20  # the last 10 with the run's sampler (psijax.training.start)
     optimizer: str = "spring"
     learning_rate: float | None = None  # None: the optimizer's default (psijax.registry)
     decay_steps: float = 1000.0

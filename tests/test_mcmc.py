@@ -305,9 +305,8 @@ def test_burn_in_ends_with_the_runs_own_sampler(steps, leads, split):
     assert start.burn_in_split(steps, leads) == split
 
 
-def test_a_run_on_pretrainings_sampler_needs_no_lead():
-    assert registry.SAMPLERS[start.LEAD]  # a name the registry knows
+def test_pretrainings_sampler_is_the_registrys_scaled_one():
     molecule = from_atom_string("N 0 0 0; N 0 0 2.07")
-    run = registry.sampler(config_lib.Config(sampler=start.LEAD), molecule)
+    run = registry.sampler(config_lib.Config(sampler=pretrain.SAMPLER), molecule)
     lead = pretrain.sampler_of(config_lib.Config(), molecule)
-    assert run.nuclei == lead.nuclei  # the same kind of steps: burn-in needs no other
+    assert run.nuclei == lead.nuclei == molecule.coords  # a run on it needs no lead

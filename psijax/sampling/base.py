@@ -44,7 +44,7 @@ def burn_in(
     """``lead_steps`` steps of the sampler ``lead`` (from its initial state; none without
     ``lead``), then ``n_steps`` steps of ``sampler`` from ``state``; returns (walkers,
     log|psi|, ``sampler``'s state). A lead that equilibrates faster than ``sampler``
-    (``psijax.training.job``: steps scaled to the nearest nucleus) brings the walkers to
+    (``psijax.training.start``: steps scaled to the nearest nucleus) brings the walkers to
     the density, ``sampler``'s own steps then adapt its state.
 
     ``log_abs`` is static (hashed by identity): pass the same function to reuse the

@@ -16,6 +16,7 @@ devices or processes never leave them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,11 +27,11 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from psijax import registry
 from psijax.ansatz.base import Ansatz, MolecularAnsatz
 from psijax.config import Config
 from psijax.parallel.batching import auto_chunk, map_walkers, on_every_device
 from psijax.sampling import Sampler
-from psijax.sampling.metropolis import scaled_from_config
 from psijax.system import Molecule
 from psijax.system.scf import HartreeFock, hartree_fock, hf_orbital_basis
 from psijax.types import Array, Params, Walkers
@@ -148,13 +149,17 @@ FIT_WALKERS = 256
 DECAY_FLOOR = 0.5
 
 
+# Pretraining's sampler (a registry name), whatever the run's: each electron's step scaled by
+# its distance to the nearest nucleus.
+SAMPLER = "scaled-metropolis"
+
+
 def sampler_of(config: Config, molecule: Molecule, **settings) -> Sampler:
-    """Pretraining's sampler, whatever the run's: each electron's step scaled by its
-    distance to the nearest nucleus (``metropolis.scaled_from_config``), pretraining's
-    moves and initial width; ``settings`` override them. Its walkers follow the network's
-    density as it changes, cores and valence alike, so burn-in starts near equilibrium."""
+    """Pretraining's sampler ``SAMPLER``, whatever the run's, with pretraining's moves and
+    initial width; ``settings`` override them. Its walkers follow the network's density as
+    it changes, cores and valence alike, so burn-in starts near equilibrium."""
     settings = {"n_moves": MOVES, "initial_width": WIDTH, **settings}
-    return scaled_from_config(config, molecule, **settings)
+    return registry.sampler(dataclasses.replace(config, sampler=SAMPLER), molecule, **settings)
 
 
 def _make_chunk(

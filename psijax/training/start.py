@@ -32,10 +32,6 @@ from psijax.types import TrainState
 ADAPT_STEPS = 10
 
 
-# The registry's name of pretraining's sampler: a run on it needs no lead in burn-in.
-LEAD = "scaled-metropolis"
-
-
 def burn_in_split(steps: int, leads: bool) -> tuple[int, int]:
     """``steps`` of burn-in as (steps of pretraining's sampler, then steps of the run's):
     the last ``ADAPT_STEPS`` (or all, when fewer) are the run's, and all of them when the
@@ -114,7 +110,7 @@ def fresh_state(
     width, log_abs = sampler.init(jnp.float32), None
     if config.burn_in_steps:
         lead = pretrain.sampler_of(config, molecule, n_moves=config.mcmc_moves)
-        lead_steps, own = burn_in_split(config.burn_in_steps, config.sampler != LEAD)
+        lead_steps, own = burn_in_split(config.burn_in_steps, config.sampler != pretrain.SAMPLER)
         scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
         show.note(f"burn-in ({scaled}{own} steps of {config.mcmc_moves} MCMC moves)")
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
