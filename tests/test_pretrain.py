@@ -52,6 +52,10 @@ def test_hartree_fock_orbitals_match_pyscf(name):
     mf.init_guess = "minao"
     mf.kernel()
     occupied = [c[:, o > 0] for c, o in zip(mf.mo_coeff, mf.mo_occ, strict=True)]
+    # no degenerate occupied level here: pyscf's orbitals up to each one's sign
+    for mine, theirs in zip((hf.coeff_up, hf.coeff_down), occupied, strict=True):
+        theirs *= np.sign(np.sum(mine * theirs, axis=0))
+        np.testing.assert_allclose(mine, theirs, atol=1e-8)
     r = np.random.default_rng(0).normal(size=(5, mol.n_electrons, 3)) * 1.5
     up, down = hf.orbitals(r)
     assert up.shape == (5, mol.n_up, mol.n_up) and down.shape == (5, mol.n_down, mol.n_down)

@@ -93,20 +93,63 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
             mf.max_cycle,
             energy,
         )
-    up, down = (
-        np.asarray(c)[:, np.asarray(o) > 0] for c, o in zip(mf.mo_coeff, mf.mo_occ, strict=True)
-    )
+    # Each spin's orbitals, occupied and virtual apart, in a canonical gauge (see
+    # ``canonical_orbitals``): pretraining fits the network's orbitals one by one, so an
+    # arbitrary rotation of N2's pi pair would make every launch a different run.
+    occupied, virtual = [], []
+    for c, e, o in zip(mf.mo_coeff, mf.mo_energy, mf.mo_occ, strict=True):
+        c, e, o = np.asarray(c), np.asarray(e), np.asarray(o)
+        occupied.append((canonical_orbitals(c[:, o > 0], e[o > 0]), e[o > 0]))
+        virtual.append((canonical_orbitals(c[:, o == 0], e[o == 0]), e[o == 0]))
+    up, down = (c for c, _ in occupied)
     if (up.shape[1], down.shape[1]) != (molecule.n_up, molecule.n_down):
         raise RuntimeError(
             f"UHF occupied {up.shape[1]} up and {down.shape[1]} down orbitals, expected "
             f"{molecule.n_up} and {molecule.n_down}"
         )
     spectrum = tuple(
-        Spectrum(np.asarray(e)[np.asarray(o) > 0], np.asarray(e)[np.asarray(o) == 0],
-                 np.asarray(c)[:, np.asarray(o) == 0])
-        for c, e, o in zip(mf.mo_coeff, mf.mo_energy, mf.mo_occ, strict=True)
-    )  # fmt: skip
+        Spectrum(e_occ, e_virt, c_virt)
+        for (_, e_occ), (c_virt, e_virt) in zip(occupied, virtual, strict=True)
+    )
     return HartreeFock(mol, up, down, energy, bool(mf.converged), spectrum)
+
+
+# Orbital energies closer than this (Hartree) are one degenerate level: far above the
+# SCF's noise (~1e-8 between N2's pi orbitals), far below any real splitting.
+DEGENERATE = 1e-6
+
+
+def canonical_orbitals(coeff: np.ndarray, energies: np.ndarray, tol: float = DEGENERATE):
+    """`coeff` [n_ao, n] with what an eigensolver leaves arbitrary fixed.
+
+    An eigenvector's sign, and the basis of a degenerate level (N2's or an atom's p
+    orbitals), follow the last bits of the Fock matrix, which pyscf's threads change from
+    run to run. Within each level (columns in order of energy, neighbours closer than
+    `tol`), the columns are rotated so that, taking AOs in pyscf's order, the first
+    AO with weight in the level carries all of the first orbital's share of it (with a
+    positive coefficient), the next AO independent of it the second's, and so on: a
+    Gram-Schmidt over the block's rows. The rotation is orthogonal, so orthonormality
+    and the spanned space are kept; a lone orbital only has its sign fixed.
+    """
+    coeff = np.array(coeff, dtype=np.float64)
+    energies = np.asarray(energies, dtype=np.float64)
+    start = 0
+    for stop in range(1, len(energies) + 1):
+        if stop < len(energies) and energies[stop] - energies[stop - 1] < tol:
+            continue
+        block = coeff[:, start:stop]
+        floor = 1e-4 * np.linalg.norm(block, axis=1).max()
+        basis: list[np.ndarray] = []
+        for row in block:
+            v = row - sum(((row @ u) * u for u in basis), np.zeros_like(row))
+            norm = np.linalg.norm(v)
+            if norm > floor:
+                basis.append(v / norm)
+            if len(basis) == block.shape[1]:
+                break
+        coeff[:, start:stop] = block @ np.stack(basis, axis=1)
+        start = stop
+    return coeff
 
 
 # ------------------------------------------------------------------- HF orbitals in JAX
