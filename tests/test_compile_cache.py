@@ -1,4 +1,5 @@
-"""The persistent compilation cache: a second identical launch compiles nothing new, a
+"""The persistent compilation cache: a second identical launch compiles nothing new (and
+gives the same energies to the bit), a
 cache the user configured is left alone, and '' turns it off."""
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ def test_a_second_launch_compiles_nothing_new(tmp_path):
         command("train", "--config", config, "--out", tmp_path / "run", "--force", "--quiet"),
         env=every, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+    energies = lambda: [
+        row.split(",")[:3] for row in (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    ]
     first = run()
     assert first.returncode == 0, first.stderr
     entries = sorted(os.listdir(cache))
     assert entries, "the first launch cached nothing"
+    trajectory = energies()
     second = run()
     assert second.returncode == 0, second.stderr
     assert sorted(os.listdir(cache)) == entries
+    # one seed, one run: the cached programs give the compiled ones' energies to the bit
+    assert energies() == trajectory and len(trajectory) == 3
