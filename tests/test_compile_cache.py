@@ -1,6 +1,6 @@
 """The persistent compilation cache: a second identical launch compiles nothing new (and
-gives the same energies to the bit), a
-cache the user configured is left alone, and '' turns it off."""
+gives the same energies to the bit), a cache the user configured is left alone, and ''
+turns it off."""
 
 from __future__ import annotations
 
