@@ -99,6 +99,11 @@ class Config:
         if self.walkers is None:  # resolved at once: a run's config.json holds the number
             object.__setattr__(self, "walkers", ECP_WALKERS if self.ecp else WALKERS)
         _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
+        if self.steps < 2:  # refused before minutes of compiling, not after the run
+            raise InputError(
+                f"steps={self.steps}: the energy's error bar needs at least 2 training steps; "
+                "give --steps 2 or more"
+            )
         _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
         _positive(self, "clip_scale", "jacobian_blocks")
         if int(self.states) != self.states or not 1 <= self.states <= MAX_STATES:

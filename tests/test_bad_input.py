@@ -209,6 +209,8 @@ CASES = [
          "give pairs of widths", setup=write("layers.toml", "layers = [[8]]\n")),
     # ----------------------------------------------------------------- numbers out of range
     Case("steps-zero", flags("--steps", "0"), "steps=0 must be positive", "give a value > 0"),
+    Case("steps-one", flags("--steps", "1"), "steps=1: the energy's error bar needs at least 2",
+         "give --steps 2 or more"),
     Case("walkers-zero", flags("--walkers", "0"), "walkers=0 must be positive",
          "give a value > 0"),
     Case("walkers-negative", flags("--walkers", "-5"), "walkers=-5 must be positive",
