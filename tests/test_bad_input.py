@@ -218,7 +218,7 @@ CASES = [
     Case("walkers-not-divisible-by-devices", flags("--walkers", "6"),
          "walkers=6 cannot be split evenly over 4 devices", "use a positive multiple of 4"),
     Case("devices-too-many", flags("--devices", "5"), "devices=5 but 4 are available",
-         "choose a number from 1 to 4"),
+         "choose a number from 1 to 4 (a CPU's cores are one device: JAX_NUM_CPU_DEVICES=N"),
     Case("devices-zero", flags("--devices", "0"), "devices=0 but 4 are available",
          "choose a number from 1 to 4"),
     Case("pretrain-steps-negative", flags("--pretrain-steps", "-1"),

@@ -28,9 +28,11 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
     devices = jax.devices()
     n = len(devices) if n_devices is None else n_devices
     if not 1 <= n <= len(devices):
+        cpu = devices[0].platform == "cpu"
         raise InputError(
             f"devices={n_devices} but {len(devices)} are available; "
             f"choose a number from 1 to {len(devices)}"
+            + " (a CPU's cores are one device: JAX_NUM_CPU_DEVICES=N splits them into N)" * cpu
         )
     return Mesh(np.asarray(devices[:n]), (WALKER_AXIS,), axis_types=(AxisType.Auto,))
 
