@@ -100,3 +100,36 @@ def test_the_mesh_spans_devices_of_several_slices(monkeypatch):
     mesh = parallel.make_mesh()
     assert mesh.axis_names == (parallel.WALKER_AXIS,)
     assert list(mesh.devices) == devices
+
+
+_FROM_LEAD = """
+import sys, jax, numpy as np
+jax.distributed.initialize(sys.argv[1], num_processes=2, process_id=int(sys.argv[2]))
+from psijax import parallel
+me = jax.process_index()
+tree = {"orbitals": np.full((3, 2), np.pi + me * 1e-13), "energy": -1.5 - me, "n": np.int64(7 + me),
+        "none": np.zeros((4, 0))}  # a spin without electrons
+got = parallel.from_lead(tree)
+assert got["none"].shape == (4, 0)
+print(repr(got["orbitals"].tobytes()), repr(got["energy"]), repr(got["n"]), got["orbitals"].dtype)
+"""
+
+
+def test_host_values_from_process_0_reach_every_process_to_the_bit():
+    """pyscf's orbitals are computed in every process and differ in the last bits; pretraining
+    takes process 0's everywhere (float64 bit for bit, not rounded through float32)."""
+    import subprocess
+    import sys
+
+    from runs import env
+
+    address = f"127.0.0.1:{free_port()}"
+    procs = [subprocess.Popen([sys.executable, "-c", _FROM_LEAD, address, str(i)], env=env(1),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in (1, 0)]  # fmt: skip
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+    lines = [out.strip().splitlines()[-1] for out, _ in outs]
+    expected = np.full((3, 2), np.pi).tobytes()
+    assert lines[0] == lines[1] == f"{expected!r} np.float64(-1.5) np.int64(7) float64"

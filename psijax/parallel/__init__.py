@@ -10,6 +10,7 @@ from psijax.parallel.mesh import (
     WALKER_AXIS,
     check_on_lead,
     check_walkers,
+    from_lead,
     make_mesh,
     replicated,
     state_shardings,
@@ -19,6 +20,7 @@ from psijax.parallel.mesh import (
 )
 
 __all__ = [
-    "WALKER_AXIS", "auto_chunk", "check_on_lead", "check_walkers", "make_mesh", "map_walkers",
+    "WALKER_AXIS", "auto_chunk", "check_on_lead", "check_walkers", "from_lead", "make_mesh",
+    "map_walkers",
     "replicated", "state_shardings", "to_global", "to_host", "walker_sharding",
 ]  # fmt: skip

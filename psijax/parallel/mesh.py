@@ -91,6 +91,22 @@ def to_host(x: jax.Array) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
+def from_lead(tree):
+    """``tree`` of host arrays as process 0 holds it, on every process (a collective when
+    there are several; unchanged in one). For values computed on the host in every process
+    that must agree to the last bit, such as pyscf's orbitals: ``to_global`` takes them as
+    equal on every process and would keep each process's own copy of a replicated array."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+
+    # as bytes: the broadcast is a sum in JAX's dtypes, which would round float64 to float32
+    raw = lambda x: np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    sent = multihost_utils.broadcast_one_to_all(jax.tree.map(raw, tree))
+    back = lambda x, b: np.asarray(b).view(np.asarray(x).dtype).reshape(np.shape(x))[()]
+    return jax.tree.map(back, tree, sent)
+
+
 def check_on_lead(check) -> None:
     """Run ``check()`` on process 0 only (e.g. about files process 0 alone writes); if it
     raises ``InputError`` there, every process raises, so that none is left waiting."""

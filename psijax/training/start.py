@@ -9,6 +9,7 @@ last ``ADAPT_STEPS`` steps of burn-in are the run's own sampler's, adapting its 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import jax
@@ -58,6 +59,19 @@ def _pretraining_beat(watch: StepWatch | None):
     return beat
 
 
+def _from_lead(hf: scf.HartreeFock) -> scf.HartreeFock:
+    """Process 0's Hartree-Fock orbitals on every process: each runs pyscf, whose results
+    differ in the last bits from process to process, and pretraining's targets must agree
+    to the bit where its fit and parameters are replicated."""
+    if jax.process_count() == 1:
+        return hf
+    shared = parallel.from_lead((hf.coeff_up, hf.coeff_down, hf.energy, hf.spectrum))
+    up, down, energy, spectrum = shared
+    return dataclasses.replace(
+        hf, coeff_up=up, coeff_down=down, energy=float(energy), spectrum=spectrum
+    )
+
+
 def fresh_state(
     net, optimizer, sampler, molecule, config, mesh, show: Progress, watch: StepWatch | None = None
 ) -> TrainState:
@@ -73,7 +87,7 @@ def fresh_state(
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
     if config.pretrain_steps:
         t0 = time.perf_counter()
-        hf = scf.hartree_fock(molecule, config.basis)
+        hf = _from_lead(scf.hartree_fock(molecule, config.basis))
         basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
         show.note(
             f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
