@@ -35,7 +35,7 @@ HELP = {
     "ecp_soft_core": "bohr: the networks' distances to ECP nuclei become sqrt(r^2 + a^2), "
     "smooth where the valence wavefunction has no cusp (0: plain |r - R|)",
     "basis": "basis for Hartree-Fock pretraining",
-    "steps": "training steps",
+    "steps": "training steps (at least 2: the energy's error bar needs two)",
     "walkers": "walkers (a multiple of the device count)",
     "pretrain_steps": "Hartree-Fock pretraining steps at least (0: none); from 50 on, more "
     "while the network's orbitals are off Hartree-Fock's by more than 0.7% (root mean square)",
