@@ -310,3 +310,23 @@ def test_pretrainings_sampler_is_the_registrys_scaled_one():
     run = registry.sampler(config_lib.Config(sampler=pretrain.SAMPLER), molecule)
     lead = pretrain.sampler_of(config_lib.Config(), molecule)
     assert run.nuclei == lead.nuclei == molecule.coords  # a run on it needs no lead
+
+
+def test_burn_in_adapts_the_runs_width_within_its_last_steps():
+    """From a width 10x too small (the oscillator's acceptance 0.5 is near width 1), the run's
+    sampler at burn-in's rate reaches the target acceptance in ``ADAPT_STEPS`` steps; at
+    training's rate it would not (it may grow by e at most): training would start at a
+    width still adapting (H2 began at acceptance 0.78 and took 40 steps)."""
+    walkers = jax.random.normal(jax.random.key(5), (256, 2, 3)) * 0.7
+    sampler = Metropolis(5, initial_width=0.1)
+    assert start.adapting(sampler) == Metropolis(5, initial_width=0.1, rate=start.ADAPT_RATE)
+    acceptance = {}
+    for name, chosen in (("training", sampler), ("burn-in", start.adapting(sampler))):
+        x, logp, width = burn_in(jax.random.key(6), chosen, oscillator, walkers,
+                                 jnp.float32(0.1), n_steps=start.ADAPT_STEPS)  # fmt: skip
+        _, _, stats = metropolis(jax.random.key(7), oscillator, x, logp, width, 5)
+        acceptance[name] = float(stats.acceptance)
+    assert 0.4 < acceptance["burn-in"] < 0.6, acceptance
+    assert acceptance["training"] > 0.65, acceptance
+    # a sampler without a rate is used as it is
+    assert start.adapting(object) is object

@@ -37,6 +37,7 @@ class Metropolis:
     initial_width: float = 0.1
     target: float = 0.5
     adapt: bool = True  # False: a fixed width (evaluation, sampling a loaded wavefunction)
+    rate: float = 0.1  # adapt_width's rate: the width changes at most by exp(rate) per step
     # Positions of the nuclei (bohr) that scale each electron's step; None: one width for all.
     nuclei: tuple[tuple[float, float, float], ...] | None = None
 
@@ -48,7 +49,7 @@ class Metropolis:
             key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei
         )
         if self.adapt:
-            state = adapt_width(state, stats.acceptance, target=self.target)
+            state = adapt_width(state, stats.acceptance, target=self.target, rate=self.rate)
         return walkers, log_abs_walkers, state, stats
 
 
