@@ -101,3 +101,29 @@ def test_python_api_train_is_the_function_even_after_submodules_load():
     import psijax.training.job
 
     assert callable(psijax.train)
+
+
+def test_the_final_report_names_steps_that_carry_the_error_bar(tmp_path):
+    """A walker deep in the local energy's tail for two steps: the report names them under
+    the energy (and says nothing for a run without such steps)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from psijax.cli.main import final_lines
+    from psijax.statistics import tail_estimate
+
+    energies = -1.1745 + 1e-4 * np.random.default_rng(0).normal(size=400)
+    result = lambda e: SimpleNamespace(
+        config=config_lib.Config(system="H2", steps=400), energy=tail_estimate(e, 0.3),
+        energies=e, states=None, exact=None, seconds=1.0, out=tmp_path,
+    )  # fmt: skip
+    assert not any(line.startswith("tail") for line in final_lines(result(energies)))
+    energies[[370, 371]] += 0.2
+    lines = final_lines(result(energies))
+    assert lines[1].startswith("energy")
+    assert lines[2].startswith("tail        steps 370, 371 carry ")
+    # over fewer than TAIL_NOTE_STEPS steps it says nothing (noise alone qualifies at times)
+    short = energies[:300].copy()  # 90 steps in the estimate, two of them far out
+    short[[280, 281]] += 0.2
+    assert not any(line.startswith("tail") for line in final_lines(result(short)))

@@ -9,9 +9,11 @@ from scipy.signal import lfilter
 from psijax.statistics.blocking import (
     Estimate,
     blocking_estimate,
+    dominant_steps,
     reblock,
     running_mean,
     tail_estimate,
+    tail_note,
 )
 
 
@@ -209,3 +211,39 @@ def test_running_mean():
         expected = [x[max(0, i - window + 1) : i + 1].mean() for i in range(x.size)]
         np.testing.assert_allclose(running_mean(x, window), expected, rtol=0, atol=1e-12)
     assert running_mean([], 3).shape == (0,)
+
+
+# ----------------------------------------------------------- heavy-tail events in a run
+def test_gaussian_noise_has_no_dominant_steps_and_an_outlier_has():
+    rng = np.random.default_rng(0)
+    for _ in range(100):  # correlated noise neither
+        assert dominant_steps(ar1(rng, 0.5, (450,))).size == 0
+    x = rng.normal(size=450)
+    x[[100, 101]] += 60.0  # one walker deep in the tail, seen for two steps
+    assert dominant_steps(x).tolist() == [100, 101]
+    x[200] += 20.0  # a third, smaller: the two still carry over half the spread
+    assert dominant_steps(x).tolist() == [100, 101]
+    many = rng.normal(size=450)
+    many[::10] += 15.0  # 45 steps (10%) out: a shifted population, not a rare event
+    assert dominant_steps(many).size == 0
+    assert dominant_steps(np.ones(50)).size == 0
+
+
+def test_the_tail_note_names_the_runs_own_step_numbers():
+    """Step numbers count from the run's first step, not from the tail's; an outlier in the
+    discarded start, or a naive estimate, gives no note."""
+    rng = np.random.default_rng(1)
+    energies = -7.478 + 1e-3 * rng.normal(size=1500)
+    energies[1440] += 0.25
+    est = tail_estimate(energies, 0.3)
+    note = tail_note(energies, est)
+    assert note is not None and note.startswith("step 1440 carries 9")
+    assert "of the last 450 steps' spread" in note
+    energies[1440] -= 0.25
+    energies[[3, 4]] += 0.25  # before the estimate's steps
+    assert tail_note(energies, tail_estimate(energies, 0.3)) is None
+    energies[[1441, 1442]] += 0.25
+    assert tail_note(energies, tail_estimate(energies, 0.3)).startswith("steps 1441, 1442 carry")
+    short = energies[:300]  # 90 steps in the estimate: below TAIL_NOTE_STEPS
+    short[290] += 0.25
+    assert tail_note(short, tail_estimate(short, 0.3)) is None

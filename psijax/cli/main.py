@@ -120,11 +120,14 @@ EV_PER_HARTREE = 27.211386245988  # CODATA 2018
 def final_lines(result) -> list[str]:
     """The report at the end of a run: energy, exact value, time, outputs, what next."""
     from psijax.run.progress import describe_estimate
+    from psijax.statistics import tail_note
 
     config = result.config
     lines = [f"system      {config.system}"]
     if result.states is None:
         lines.append(f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})")
+        if note := tail_note(result.energies, result.energy):
+            lines.append(f"tail        {note}")
     else:
         ground = result.states[0].mean
         for i, e in enumerate(result.states):

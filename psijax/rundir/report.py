@@ -20,7 +20,7 @@ from psijax.estimators import observables as observables_lib
 from psijax.rundir.eval_files import COUNTS, read_rows, unit_of
 from psijax.rundir.plots import plot_energy, plot_evaluation, plot_states
 from psijax.rundir.train_files import atomic_write
-from psijax.statistics import Estimate, blocking_estimate, tail_estimate
+from psijax.statistics import Estimate, blocking_estimate, tail_estimate, tail_note
 
 
 def estimates_of(rows: list[dict[str, float]], columns) -> dict[str, Estimate]:
@@ -187,6 +187,8 @@ def report(run: str | Path) -> str:
                 f"{_line('exact', '')}{exact:.6f} Ha   (difference "
                 f"{1000 * (est.mean - exact):+.2f} ± {1000 * est.error:.2f} mHa)"
             )
+        if config.states == 1 and (note := tail_note(energies, est)):
+            lines.append(f"{_line('tail', '')}{note}")
         if config.states == 1:
             plot_energy(run / "energy.png", energies, exact, est, config.system)
         else:

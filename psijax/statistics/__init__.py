@@ -4,13 +4,15 @@ from psijax.statistics.blocking import (
     MIN_BLOCKING_LENGTH,
     Estimate,
     blocking_estimate,
+    dominant_steps,
     reblock,
     running_mean,
     tail_estimate,
+    tail_note,
 )
 from psijax.statistics.stopping import StopRule, Verdict, first_stop
 
 __all__ = [
     "MIN_BLOCKING_LENGTH", "Estimate", "StopRule", "Verdict", "blocking_estimate",
-    "first_stop", "reblock", "running_mean", "tail_estimate",
+    "dominant_steps", "first_stop", "reblock", "running_mean", "tail_estimate", "tail_note",
 ]  # fmt: skip
