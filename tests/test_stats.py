@@ -247,3 +247,18 @@ def test_the_tail_note_names_the_runs_own_step_numbers():
     short = energies[:300]  # 90 steps in the estimate: below TAIL_NOTE_STEPS
     short[290] += 0.25
     assert tail_note(short, tail_estimate(short, 0.3)) is None
+
+
+def test_an_evaluations_summary_and_its_report_carry_the_tail_line(tmp_path):
+    """``psijax evaluate`` and ``psijax report`` print the same note for the evaluation's
+    own steps (numbered from its first), kept in summary.json as ``energy_tail``."""
+    from psijax.rundir.report import format_summary, summarize
+
+    energies = -8.0705 + 2e-4 * np.random.default_rng(2).normal(size=300)
+    rows = [{"step": i, "energy": e} for i, e in enumerate(energies)]
+    summary, _ = summarize(rows, ["step", "energy"], (), {"steps": 300}, tmp_path)
+    assert "energy_tail" not in summary
+    rows[250]["energy"] += 0.3
+    summary, _ = summarize(rows, ["step", "energy"], (), {"steps": 300}, tmp_path)
+    assert summary["energy_tail"].startswith("step 250 carries")
+    assert "\ntail                    step 250 carries" in format_summary(summary)

@@ -67,6 +67,9 @@ def summarize(
     }
     if "energy" in estimates:
         summary["energy_text"] = str(estimates["energy"])
+        energies = [float(r.get("energy", np.nan)) for r in rows]
+        if note := tail_note(energies, estimates["energy"]):
+            summary["energy_tail"] = note
     return summary, estimates
 
 
@@ -113,6 +116,8 @@ def format_summary(summary: dict) -> str:
         lines.append(
             f"{name:<24}{text} {unit}".rstrip() + f"   (tau {e['autocorrelation_time']:.2g})"
         )
+    if summary.get("energy_tail"):
+        lines.append(_line("tail", summary["energy_tail"]))
     for name, d in summary.get("derived", {}).items():
         if isinstance(d, dict):
             value = f"{d['mean']:.4f} ± {d['error']:.4f}"
