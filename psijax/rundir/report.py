@@ -192,9 +192,9 @@ def report(run: str | Path) -> str:
                 f"{_line('exact', '')}{exact:.6f} Ha   (difference "
                 f"{1000 * (est.mean - exact):+.2f} ± {1000 * est.error:.2f} mHa)"
             )
-        if config.states == 1 and (note := tail_note(energies, est)):
-            lines.append(f"{_line('tail', '')}{note}")
         if config.states == 1:
+            if note := tail_note(energies, est):
+                lines.append(f"{_line('tail', '')}{note}")
             plot_energy(run / "energy.png", energies, exact, est, config.system)
         else:
             lines += _state_lines(run, train_rows, config)

@@ -40,10 +40,7 @@ ADAPT_RATE = 0.5
 def adapting(sampler):
     """The run's ``sampler`` as burn-in's last steps use it: adapting at ``ADAPT_RATE``
     where it has a rate (unchanged otherwise; training goes on from the state it leaves)."""
-    fields = dataclasses.fields(sampler) if dataclasses.is_dataclass(sampler) else ()
-    if "rate" in {f.name for f in fields}:
-        return dataclasses.replace(sampler, rate=ADAPT_RATE)
-    return sampler
+    return dataclasses.replace(sampler, rate=ADAPT_RATE) if hasattr(sampler, "rate") else sampler
 
 
 def burn_in_split(steps: int, leads: bool) -> tuple[int, int]:
@@ -76,10 +73,9 @@ def _from_lead(hf: scf.HartreeFock) -> scf.HartreeFock:
     """Process 0's Hartree-Fock orbitals on every process: each runs pyscf, whose results
     differ in the last bits from process to process, and pretraining's targets must agree
     to the bit where its fit and parameters are replicated."""
-    if jax.process_count() == 1:
-        return hf
-    shared = parallel.from_lead((hf.coeff_up, hf.coeff_down, hf.energy, hf.spectrum))
-    up, down, energy, spectrum = shared
+    up, down, energy, spectrum = parallel.from_lead(
+        (hf.coeff_up, hf.coeff_down, hf.energy, hf.spectrum)
+    )
     return dataclasses.replace(
         hf, coeff_up=up, coeff_down=down, energy=float(energy), spectrum=spectrum
     )
