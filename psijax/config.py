@@ -62,7 +62,7 @@ class Config:
     attention_heads: int = 4  # heads per layer
     attention_head_dim: int = 16  # and the width of each head
     layer_norm: bool = False  # PsiFormer: LayerNorm before attention and MLP
-    jastrow: bool = True  # PsiFormer: electron-electron cusp Jastrow factor
+    jastrow: bool = True  # electron-electron cusp Jastrow factor (FermiNet and PsiFormer)
     determinants: int = 16
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
@@ -203,7 +203,10 @@ RESUMABLE = frozenset({
     "compilation_cache", "jacobian_blocks", "stall_timeout", "matmul_precision",
     "gram_precision", "sampler",
 })  # fmt: skip
-IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE)
+# The Jastrow factor's parameters are among a checkpoint's arrays, which must match anyway;
+# a FermiNet run from before FermiNet had one holds jastrow = true (see
+# ``psijax.rundir.checkpoint.as_trained``).
+IDENTITY = tuple(name for name in FIELDS if name not in RESUMABLE | {"jastrow"})
 # Fields added after checkpoints were first written: a checkpoint without them was written
 # with these values, so its run's identity leaves them out while they hold these values.
 ADDED_LATER = {

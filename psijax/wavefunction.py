@@ -180,7 +180,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
     path = check_run(run)
-    config = config_lib.load_saved(path / "config.json")
+    config = checkpoint.as_trained(config_lib.load_saved(path / "config.json"), path)
     molecule = system.for_config(config)
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
     net = registry.ansatz(molecule, config)

@@ -28,9 +28,10 @@ def ansaetze(n_up: int, n_down: int, nuclei=NUCLEI) -> dict[str, Ansatz]:
     """Small instances of every ansatz and head variant."""
     return {
         "ferminet": FermiNet(n_up, n_down, nuclei, layers=((8, 4), (8, 4)), n_determinants=3),
-        "ferminet-blocks": FermiNet(
-            n_up, n_down, nuclei, layers=((8, 4),), n_determinants=2, full_det=False
-        ),
+        "ferminet-blocks-no-jastrow": FermiNet(
+            n_up, n_down, nuclei, layers=((8, 4),), n_determinants=2, full_det=False,
+            jastrow=False,
+        ),  # fmt: skip
         "psiformer": PsiFormer(
             n_up, n_down, nuclei, layers=2, heads=2, head_dim=4, n_determinants=3
         ),
@@ -53,7 +54,9 @@ def ansaetze(n_up: int, n_down: int, nuclei=NUCLEI) -> dict[str, Ansatz]:
 
 # every variant with both spins populated; the one-spin and minority-up cases on two
 CASES = [(name, (3, 2)) for name in ansaetze(3, 2)] + [
-    (name, spins) for spins in ((2, 0), (1, 3)) for name in ("ferminet-blocks", "psiformer")
+    (name, spins)
+    for spins in ((2, 0), (1, 3))
+    for name in ("ferminet", "ferminet-blocks-no-jastrow", "psiformer")
 ]
 
 
@@ -97,21 +100,6 @@ def test_a_common_translation_changes_nothing(name):
         b = net_moved.apply(params, r + shift)
         assert a.sign == b.sign
         np.testing.assert_allclose(b.log_abs, a.log_abs, rtol=1e-12)
-
-
-def test_the_jastrow_gives_the_electron_electron_cusp():
-    """d J / d r_12 -> 1/2 for opposite spins and 1/4 for equal spins as r_12 -> 0."""
-    for spins, cusp in (((1, 1), 0.5), ((2, 0), 0.25)):
-        net = PsiFormer(*spins, NUCLEI, layers=1, heads=1, head_dim=4, n_determinants=1)
-        with jax.enable_x64(True):
-            params = net.init(jax.random.PRNGKey(0), jnp.float64)
-            base = _walker(2)
-
-            def jastrow(t, base=base, net=net, params=params):
-                r = base.at[1].set(base[0] + t * jnp.array([1.0, 0.0, 0.0]))
-                return net._jastrow(params, r)
-
-            np.testing.assert_allclose(jax.grad(jastrow)(1e-9), cusp, rtol=1e-6)
 
 
 @functools.cache
@@ -221,6 +209,6 @@ def test_checkpoint_identity_of_a_default_run_is_unchanged_by_new_fields():
     a default (FermiNet) run still matches it, any other ansatz setting does not."""
     ident = config_lib.identity(config_lib.Config())
     assert not set(config_lib.ADDED_LATER) & set(ident)
-    for name, value in (("ansatz", "psiformer"), ("full_det", False), ("jastrow", False)):
+    for name, value in (("ansatz", "psiformer"), ("full_det", False)):
         changed = config_lib.identity(config_lib.Config(**{name: value}))
         assert changed[name] == value

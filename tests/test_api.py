@@ -96,7 +96,7 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     assert list(tmp_path.iterdir()) == []
     assert "electrons      2: 1 up, 1 down" in out
     assert re.search(
-        r"network +FermiNet \[\(8, 4\)\], 16 full determinants: [\d,]+ parameters", out
+        r"network +FermiNet \[\(8, 4\)\] \+ Jastrow, 16 full determinants: [\d,]+ parameters", out
     )
     assert "4 x cpu in 1 process(es); 16 walkers per device (64 in all)" in out
     assert re.search(r"UHF/sto-6g E = -1\.1253\d\d Ha", out)

@@ -3,7 +3,8 @@
 One-electron streams see electron-nucleus vectors, two-electron streams see
 electron-electron vectors; each layer mixes spin-resolved means of both streams
 into every electron. The last one-electron features become orbitals, multiplied
-by exponential envelopes around the nuclei, and psi is a sum of determinants.
+by exponential envelopes around the nuclei, and psi is a sum of determinants, by default
+times the electron-electron cusp Jastrow factor (``psijax.ansatz.jastrow``).
 Everything here is for ONE walker ``r: [n_electrons, 3]``; the caller vmaps.
 """
 
@@ -17,6 +18,7 @@ import jax.numpy as jnp
 
 from psijax import precision
 from psijax.ansatz import features, head
+from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
 
@@ -32,6 +34,8 @@ class FermiNet(MolecularAnsatz):
         n_determinants: number of determinants summed in psi.
         full_det: one N x N determinant per term (True), or the product of an
             up and a down determinant (False).
+        jastrow: multiply psi by the electron-electron cusp Jastrow factor
+            (``psijax.ansatz.jastrow``).
         soft_core: per atom, the softening (bohr) of its distances (effective core
             potentials; empty: none).
         matmul_precision: float32 products of every evaluation at this precision
@@ -44,6 +48,7 @@ class FermiNet(MolecularAnsatz):
     layers: tuple[tuple[int, int], ...] = ((64, 16), (64, 16), (64, 16))
     n_determinants: int = 8
     full_det: bool = True
+    jastrow: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
     matmul_precision: str | None = "highest"  # psijax.precision.PRECISIONS, as Config
 
@@ -68,7 +73,10 @@ class FermiNet(MolecularAnsatz):
             layers.append(layer)
             d1, d2 = w1, w2
         orbitals = self.head.init(lambda: next(keys), d1, dtype)
-        return {"layers": layers, "orbitals": orbitals}
+        params = {"layers": layers, "orbitals": orbitals}
+        if self.jastrow:
+            params["jastrow"] = cusp.init(dtype)
+        return params
 
     def _mixed_width(self, d1: int, d2: int) -> int:
         n_spins = int(self.n_up > 0) + int(self.n_down > 0)
@@ -119,17 +127,22 @@ class FermiNet(MolecularAnsatz):
     @precision.of_ansatz
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
-        return head.determinants(self.orbitals(params, r))
+        psi = head.determinants(self.orbitals(params, r))
+        if not self.jastrow:
+            return psi
+        return Psi(psi.sign, psi.log_abs + cusp.exponent(params["jastrow"], r, self.n_up))
 
     def describe(self) -> str:
         widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
         kind = "full" if self.full_det else "spin-block"
-        return f"FermiNet [{widths}], {self.n_determinants} {kind} determinants"
+        extras = " + Jastrow" * self.jastrow
+        return f"FermiNet [{widths}]{extras}, {self.n_determinants} {kind} determinants"
 
 
 def from_config(molecule, config) -> FermiNet:
     return FermiNet(
         molecule.n_up, molecule.n_down, nuclei_of(molecule),
         layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
+        jastrow=config.jastrow,
         soft_core=soft_core_of(molecule, config), matmul_precision=config.matmul_precision,
     )  # fmt: skip

@@ -4,13 +4,9 @@ Each electron starts from its rescaled vectors and distances to the nuclei and i
 (+1 up, -1 down), projected to the model dimension. Every layer is multi-head self-attention
 over all electrons and a tanh MLP, each added back to its input (residual), with optional
 LayerNorm in front of both. Attention sees no electron-electron input: the
-electron-electron cusp comes from the Jastrow factor
-
-    J = sum_{i<j same spin} -1/4 a_par^2 / (a_par + r_ij)
-      + sum_{i<j opposite}  -1/2 a_anti^2 / (a_anti + r_ij),
-
-whose derivative at r_ij = 0 is the exact cusp (1/4 and 1/2). The final features go
-through the shared orbital head (envelopes, determinants) and psi = exp(J) * sum of dets.
+electron-electron cusp comes from the Jastrow factor exp(J) (``psijax.ansatz.jastrow``,
+FermiNet's too), exact at r_ij = 0. The final features go through the shared orbital head
+(envelopes, determinants) and psi = exp(J) * sum of dets.
 Attention is equivariant under any permutation of electrons of the same spin, so psi is
 antisymmetric. Like FermiNet, the inputs are vectors in the lab frame: psi is unchanged by
 a common translation of electrons and nuclei, not by a rotation.
@@ -26,6 +22,7 @@ import jax.numpy as jnp
 
 from psijax import precision
 from psijax.ansatz import features, head
+from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
 
@@ -97,7 +94,7 @@ class PsiFormer(MolecularAnsatz):
         params["layers"] = layers
         params["orbitals"] = self.head.init(lambda: next(keys), d, dtype)
         if self.jastrow:
-            params["jastrow"] = {"parallel": jnp.ones((), dtype), "anti": jnp.ones((), dtype)}
+            params["jastrow"] = cusp.init(dtype)
         return params
 
     # ------------------------------------------------------------- features
@@ -128,18 +125,6 @@ class PsiFormer(MolecularAnsatz):
         mixed = jnp.einsum("hij,jhd->ihd", weights, v).reshape(n, heads * dim)
         return mixed @ layer["out"]["w"]
 
-    def _jastrow(self, params: Params, r: Array) -> Array:
-        """The cusp Jastrow exponent J (a scalar); 0 for a single electron."""
-        n, up = self.n_electrons, self.n_up
-        _, r_ee = features.electron_electron(r)
-        spin = jnp.arange(n) < up
-        same = (spin[:, None] == spin[None, :]).astype(r.dtype)
-        upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
-        a_par, a_anti = params["jastrow"]["parallel"], params["jastrow"]["anti"]
-        par = -0.25 * a_par**2 / (a_par + r_ee)
-        anti = -0.5 * a_anti**2 / (a_anti + r_ee)
-        return jnp.sum(upper * (same * par + (1.0 - same) * anti))
-
     # ------------------------------------------------------------ orbitals
     @precision.of_ansatz
     def orbitals(self, params: Params, r: Array) -> list[Array]:
@@ -154,7 +139,7 @@ class PsiFormer(MolecularAnsatz):
         psi = head.determinants(self.orbitals(params, r))
         if not self.jastrow:
             return psi
-        return Psi(psi.sign, psi.log_abs + self._jastrow(params, r))
+        return Psi(psi.sign, psi.log_abs + cusp.exponent(params["jastrow"], r, self.n_up))
 
     def describe(self) -> str:
         extras = " + LayerNorm" * self.layer_norm + " + Jastrow" * self.jastrow

@@ -53,7 +53,7 @@ HELP = {
     "attention_heads": "PsiFormer attention heads per layer",
     "attention_head_dim": "PsiFormer width of each attention head",
     "layer_norm": "PsiFormer LayerNorm before attention and MLP",
-    "jastrow": "PsiFormer electron-electron cusp Jastrow factor",
+    "jastrow": "electron-electron cusp Jastrow factor (FermiNet and PsiFormer)",
     "determinants": "determinants summed in psi",
     "full_det": "one N x N determinant per term (false: up x down determinants)",
     "states": "the lowest K states in one run (natural excited states; 1: the ground state)",

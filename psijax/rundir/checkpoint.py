@@ -19,6 +19,7 @@ the files are written by a background thread while training goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -237,6 +238,39 @@ def _check_meta(meta: dict, identity: dict, template: TrainState, where: Path) -
             f"checkpoint {str(where)!r} does not match this run's network, optimiser or "
             "walkers; resume it with its own config or start a new run in another --out"
         )
+
+
+def as_trained(config, run_dir: str | Path):
+    """``config`` (a ``Config``) as the network of ``run_dir``'s checkpoints was built.
+
+    ``jastrow`` was PsiFormer's alone until FermiNet got the cusp Jastrow factor too: a
+    FermiNet run from before holds ``jastrow = true`` in its config.json and no Jastrow
+    parameters in its checkpoints, and is resumed, loaded and evaluated without one.
+    """
+    if config.ansatz != "ferminet" or not config.jastrow:
+        return config
+    names = saved_names(run_dir)
+    if names is None or any(".jastrow." in f".{name}." for name in names):
+        return config
+    return dataclasses.replace(config, jastrow=False)
+
+
+def saved_names(run_dir: str | Path) -> list[str] | None:
+    """The array names of the newest complete checkpoint in ``run_dir``, read from its
+    meta file alone (``leaf_0000``, ... for format 1); None without a readable one."""
+    step = newest_complete(run_dir)
+    if step is None:
+        return None
+    try:
+        meta = json.loads((Path(run_dir) / SUBDIR / str(step) / "meta" / "metadata").read_text())
+    except (OSError, ValueError):
+        return None  # restoring it says what is wrong
+    if not isinstance(meta, dict) or not isinstance(meta.get("leaves"), list):
+        return None
+    names = meta.get("names")
+    return (
+        names if isinstance(names, list) else [f"leaf_{i:04d}" for i in range(len(meta["leaves"]))]
+    )
 
 
 def newest_complete(run_dir: str | Path) -> int | None:

@@ -22,6 +22,7 @@ import numpy as np
 from psijax import config as config_lib
 from psijax.errors import InputError
 from psijax.estimators import training
+from psijax.rundir import checkpoint
 from psijax.rundir.checkpoint import SUBDIR
 from psijax.rundir.plots import plot_energy, plot_states
 from psijax.statistics.blocking import Estimate
@@ -64,7 +65,7 @@ def read_config(out: Path) -> config_lib.Config:
             f"{str(out)!r} holds no psijax run to resume (no config.json); start a new run "
             "with --out instead of --resume"
         )
-    return config_lib.load_saved(path)
+    return checkpoint.as_trained(config_lib.load_saved(path), out)
 
 
 class RunWriter:

@@ -1,0 +1,46 @@
+"""The electron-electron cusp Jastrow factor exp(J) that FermiNet and PsiFormer multiply by.
+
+    J = sum over pairs i < j of  -c a^2 / (a + r_ij),  c = 1/4 (same spin), 1/2 (opposite)
+
+dJ/dr_ij at r_ij = 0 is c: the exact cusp (Kato), so the Coulomb term 1/r_ij of the local
+energy is cancelled by the kinetic energy's where two electrons meet, whatever the network
+learns; one learnt length a per spin pairing, starting at ``LENGTH``. Without it a network has
+only |r_ij|'s kink in its inputs to learn the cusp from: FermiNet's Li, trained 1,440
+steps, had two opposite-spin electrons meet 0.002 bohr apart with E_L = +58 Ha (the
+electron-electron term +477, the kinetic energy -215), and that one walker moved two
+steps' mean energies by 0.25 Ha (docs/benchmarks.md, "Li: the electron-electron cusp").
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from psijax.ansatz import features
+from psijax.types import Array, Params
+
+
+# The lengths' start (bohr). The factor is not in the Hartree-Fock orbitals pretraining fits,
+# and at 1 bohr (FermiNet's and PsiFormer's published start) it reshapes N2's core pairs,
+# 0.3 bohr apart: N2's first 12 training energies averaged 1.8 Ha above Hartree-Fock's
+# (FermiNet and PsiFormer alike), at 0.25 bohr 0.3 Ha, as without the factor
+# (docs/benchmarks.md, "The electron-electron cusp").
+LENGTH = 0.25
+
+
+def init(dtype) -> Params:
+    """The two lengths (bohr): same-spin (``parallel``) and opposite-spin (``anti``) pairs."""
+    return {"parallel": jnp.full((), LENGTH, dtype), "anti": jnp.full((), LENGTH, dtype)}
+
+
+def exponent(params: Params, r: Array, n_up: int) -> Array:
+    """J (a scalar) for one walker ``r: [n, 3]`` whose first ``n_up`` electrons are spin
+    up; 0 for a single electron."""
+    n = r.shape[0]
+    _, r_ee = features.electron_electron(r)
+    spin = jnp.arange(n) < n_up
+    same = (spin[:, None] == spin[None, :]).astype(r.dtype)
+    upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
+    a_par, a_anti = params["parallel"], params["anti"]
+    par = -0.25 * a_par**2 / (a_par + r_ee)
+    anti = -0.5 * a_anti**2 / (a_anti + r_ee)
+    return jnp.sum(upper * (same * par + (1.0 - same) * anti))
