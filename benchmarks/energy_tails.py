@@ -7,7 +7,8 @@ moves from its saved walkers, and computes every walker's local energy and compo
 Prints the variance, the share of it carried by the 1% and 5% of walkers farthest from
 the median, the spread training clips at (``clip_scale`` mean absolute deviations) and
 how many walkers lie outside it, and for the ``--top`` farthest walkers of the last batch
-each component's deviation from its median and the electron nearest to a nucleus. A
+each component's deviation from its median, the electron nearest to a nucleus and the
+two electrons nearest to each other (same or opposite spin). A
 second estimate with a different seed gives the nonlocal ECP term's quadrature noise
 (the random rotation's share of the variance).
 """
@@ -65,16 +66,25 @@ def main() -> None:
                          "ecp_nonlocal") if k in v]  # fmt: skip
     r = np.asarray(walkers, np.float64)
     distance = np.linalg.norm(r[:, :, None, :] - nuclei[None, None], axis=-1)  # [W, n, atoms]
+    n = r.shape[1]
+    pairs = np.linalg.norm(r[:, :, None, :] - r[:, None, :, :], axis=-1) + np.where(
+        np.eye(n, dtype=bool), np.inf, 0.0
+    )  # [W, n, n], the diagonal out of reach
+    up = np.arange(n) < wf.molecule.n_up
     print()
     print(f"The {args.top} walkers farthest from the median (last batch), deviations in Ha:")
     print()
-    print("| E - median | " + " | ".join(names) + " | nearest electron-nucleus (bohr) |")
-    print("|---" * (len(names) + 2) + "|")
+    print("| E - median | " + " | ".join(names) + " | nearest electron-nucleus (bohr) | "
+          "nearest electron pair (bohr) |")  # fmt: skip
+    print("|---" * (len(names) + 3) + "|")
     for i in np.argsort(-np.abs(e - median))[: args.top]:
         cells = [f"{v[n][i] - np.median(v[n]):+.3f}" for n in names]
         electron, atom = np.unravel_index(np.argmin(distance[i]), distance[i].shape)
         near = f"{distance[i].min():.2f} (e{electron}, {wf.molecule.symbols[atom]})"
-        print(f"| {e[i] - median:+.3f} | " + " | ".join(cells) + f" | {near} |")
+        a, b = np.unravel_index(np.argmin(pairs[i]), pairs[i].shape)
+        spins = "same spin" if up[a] == up[b] else "opposite spins"
+        pair = f"{pairs[i].min():.3f} (e{min(a, b)}, e{max(a, b)}: {spins})" if n > 1 else "-"
+        print(f"| {e[i] - median:+.3f} | " + " | ".join(cells) + f" | {near} | {pair} |")
 
 
 if __name__ == "__main__":
