@@ -29,9 +29,8 @@ def ansaetze(n_up: int, n_down: int, nuclei=NUCLEI) -> dict[str, Ansatz]:
     return {
         "ferminet": FermiNet(n_up, n_down, nuclei, layers=((8, 4), (8, 4)), n_determinants=3),
         "ferminet-blocks-no-jastrow": FermiNet(
-            n_up, n_down, nuclei, layers=((8, 4),), n_determinants=2, full_det=False,
-            jastrow=False,
-        ),  # fmt: skip
+            n_up, n_down, nuclei, layers=((8, 4),), n_determinants=2, full_det=False, jastrow=False
+        ),
         "psiformer": PsiFormer(
             n_up, n_down, nuclei, layers=2, heads=2, head_dim=4, n_determinants=3
         ),

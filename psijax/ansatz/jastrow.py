@@ -18,7 +18,6 @@ import jax.numpy as jnp
 from psijax.ansatz import features
 from psijax.types import Array, Params
 
-
 # The lengths' start (bohr). The factor is not in the Hartree-Fock orbitals pretraining fits,
 # and at 1 bohr (FermiNet's and PsiFormer's published start) it reshapes N2's core pairs,
 # 0.3 bohr apart: N2's first 12 training energies averaged 1.8 Ha above Hartree-Fock's
