@@ -106,6 +106,9 @@ def test_spring_takes_the_same_step_from_blocks():
 
 
 def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian():
+    """In float32 the two sum the Gram matrix in another order: the first update agrees
+    to rounding (7e-6 of its norm), and three steps from random parameters, whose energy
+    moves by ~1 Ha a step, to 1e-4 (the exact agreement, in float64, is the test above)."""
     n_walkers = 32
     runs = {}
     for blocks in (1, 4):
@@ -116,7 +119,14 @@ def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian()
         n_params = ravel_pytree(state.params)[0].size
         hlo = step.lower(state).compile().as_text()  # per-leaf blocks or parameter blocks
         assert f"[{n_walkers},{n_params}]" not in hlo, "the whole jacobian is formed"
-        state, metrics = run_steps(step, state, 3)
-        runs[blocks] = ([m["energy"] for m in metrics], ravel_pytree(state.params)[0])
-    np.testing.assert_allclose(runs[4][0], runs[1][0], rtol=1e-5)
+        start = np.asarray(ravel_pytree(state.params)[0]).copy()  # the step donates state
+        state, metrics = run_steps(step, state, 1)
+        first = np.asarray(ravel_pytree(state.params)[0]) - start
+        state, more = run_steps(step, state, 2)
+        energies = [m["energy"] for m in metrics + more]
+        runs[blocks] = (energies, ravel_pytree(state.params)[0], first)
+    update = np.linalg.norm(runs[4][2] - runs[1][2]) / np.linalg.norm(runs[1][2])
+    assert update < 1e-5, update
+    assert runs[4][0][0] == runs[1][0][0]  # the same walkers and parameters
+    np.testing.assert_allclose(runs[4][0], runs[1][0], rtol=1e-4)
     np.testing.assert_allclose(runs[4][1], runs[1][1], rtol=1e-4, atol=1e-5)
