@@ -28,7 +28,7 @@ from psijax.errors import InputError
 from psijax.estimators import observables
 from psijax.estimators import states as state_observables
 from psijax.parallel.batching import map_walkers
-from psijax.rundir import checkpoint
+from psijax.rundir import checkpoint, train_files
 from psijax.sampling import burn_in
 from psijax.training.state import abstract_train_state
 from psijax.types import Array, Params, Psi, Walkers
@@ -180,7 +180,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
     path = check_run(run)
-    config = checkpoint.as_trained(config_lib.load_saved(path / "config.json"), path)
+    config = train_files.read_config(path)
     molecule = system.for_config(config)
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
     net = registry.ansatz(molecule, config)

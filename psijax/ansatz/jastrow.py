@@ -8,7 +8,7 @@ learns; one learnt length a per spin pairing, starting at ``LENGTH``. Without it
 only |r_ij|'s kink in its inputs to learn the cusp from: FermiNet's Li, trained 1,440
 steps, had two opposite-spin electrons meet 0.002 bohr apart with E_L = +58 Ha (the
 electron-electron term +477, the kinetic energy -215), and that one walker moved two
-steps' mean energies by 0.25 Ha (docs/benchmarks.md, "Li: the electron-electron cusp").
+steps' mean energies by 0.25 Ha (docs/benchmarks.md, "The electron-electron cusp").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from psijax.ansatz import features
-from psijax.types import Array, Params
+from psijax.types import Array, Params, Psi
 
 # The lengths' start (bohr). The factor is not in the Hartree-Fock orbitals pretraining fits,
 # and at 1 bohr (FermiNet's and PsiFormer's published start) it reshapes N2's core pairs,
@@ -43,3 +43,8 @@ def exponent(params: Params, r: Array, n_up: int) -> Array:
     par = -0.25 * a_par**2 / (a_par + r_ee)
     anti = -0.5 * a_anti**2 / (a_anti + r_ee)
     return jnp.sum(upper * (same * par + (1.0 - same) * anti))
+
+
+def times(psi: Psi, params: Params, r: Array, n_up: int) -> Psi:
+    """``psi`` multiplied by exp(J) of ``exponent``: the sign unchanged."""
+    return Psi(psi.sign, psi.log_abs + exponent(params, r, n_up))

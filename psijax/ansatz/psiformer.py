@@ -137,9 +137,7 @@ class PsiFormer(MolecularAnsatz):
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
         psi = head.determinants(self.orbitals(params, r))
-        if not self.jastrow:
-            return psi
-        return Psi(psi.sign, psi.log_abs + cusp.exponent(params["jastrow"], r, self.n_up))
+        return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
 
     def describe(self) -> str:
         extras = " + LayerNorm" * self.layer_norm + " + Jastrow" * self.jastrow

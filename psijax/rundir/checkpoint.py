@@ -257,7 +257,7 @@ def as_trained(config, run_dir: str | Path):
 
 def saved_names(run_dir: str | Path) -> list[str] | None:
     """The array names of the newest complete checkpoint in ``run_dir``, read from its
-    meta file alone (``leaf_0000``, ... for format 1); None without a readable one."""
+    meta file alone (empty for format 1, which named none); None without a readable one."""
     step = newest_complete(run_dir)
     if step is None:
         return None
@@ -265,12 +265,10 @@ def saved_names(run_dir: str | Path) -> list[str] | None:
         meta = json.loads((Path(run_dir) / SUBDIR / str(step) / "meta" / "metadata").read_text())
     except (OSError, ValueError):
         return None  # restoring it says what is wrong
-    if not isinstance(meta, dict) or not isinstance(meta.get("leaves"), list):
+    if not isinstance(meta, dict):
         return None
     names = meta.get("names")
-    return (
-        names if isinstance(names, list) else [f"leaf_{i:04d}" for i in range(len(meta["leaves"]))]
-    )
+    return names if isinstance(names, list) else []
 
 
 def newest_complete(run_dir: str | Path) -> int | None:

@@ -23,7 +23,6 @@ from psijax import config as config_lib
 from psijax.errors import InputError
 from psijax.estimators import training
 from psijax.rundir import checkpoint
-from psijax.rundir.checkpoint import SUBDIR
 from psijax.rundir.plots import plot_energy, plot_states
 from psijax.statistics.blocking import Estimate
 from psijax.system import Molecule
@@ -42,7 +41,7 @@ def columns_for(k: int) -> tuple[str, ...]:
     return (*COLUMNS[:-1], *extra, COLUMNS[-1])
 
 
-RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", SUBDIR)
+RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", checkpoint.SUBDIR)
 
 
 def check_new(out: Path, force: bool) -> None:
