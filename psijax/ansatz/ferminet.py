@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax import precision
-from psijax.ansatz import features, head
+from psijax.ansatz import features, head, taps
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
@@ -87,15 +87,19 @@ class FermiNet(MolecularAnsatz):
         """Final one-electron features, shape [n_electrons, width]."""
         return self._features(params, r)[0]
 
-    def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
-        """Final one-electron features and the electron-nucleus distances [n, atoms]."""
+    def _features(
+        self, params: Params, r: Array, tapped: taps.Taps | None = None
+    ) -> tuple[Array, Array]:
+        """Final one-electron features and the electron-nucleus distances [n, atoms];
+        ``tapped``: the one-electron layers' products are tapped (``psijax.ansatz.taps``)."""
         h1, r_ae = features.electron_nucleus(
             r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
         )
         h2, _ = features.electron_electron(r)
-        for layer in params["layers"]:
+        for i, layer in enumerate(params["layers"]):
             mixed = self._mix(h1, h2)
-            new1 = jnp.tanh(mixed @ layer["one"]["w"] + layer["one"]["b"])
+            z = taps.dense(mixed, layer["one"]["w"], tapped, ("layers", i, "one", "w"))
+            new1 = jnp.tanh(z + layer["one"]["b"])
             h1 = new1 + h1 if new1.shape == h1.shape else new1
             if "two" in layer:
                 new2 = jnp.tanh(h2 @ layer["two"]["w"] + layer["two"]["b"])
@@ -120,14 +124,26 @@ class FermiNet(MolecularAnsatz):
     @precision.of_ansatz
     def orbitals(self, params: Params, r: Array) -> list[Array]:
         """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
-        h, r_ae = self._features(params, r)
-        return self.head.orbitals(params["orbitals"], h, r_ae)
+        return self._orbitals(params, r)
+
+    def _orbitals(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> list[Array]:
+        h, r_ae = self._features(params, r, tapped)
+        return self.head.orbitals(params["orbitals"], h, r_ae, tapped)
 
     # --------------------------------------------------------------- apply
     @precision.of_ansatz
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
-        psi = head.determinants(self.orbitals(params, r))
+        return self._apply(params, r)
+
+    @precision.of_ansatz
+    def log_abs_tapped(self, params: Params, r: Array, tapped: taps.Taps) -> Array:
+        """log|psi(r)| with the one-electron layers and the orbital projections tapped
+        (``psijax.ansatz.taps``: SPRING's jacobian in factors)."""
+        return self._apply(params, r, tapped).log_abs
+
+    def _apply(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> Psi:
+        psi = head.determinants(self._orbitals(params, r, tapped))
         return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
 
     def describe(self) -> str:

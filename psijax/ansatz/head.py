@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from psijax.ansatz import taps
 from psijax.types import Array, Params, Psi
 
 
@@ -47,16 +48,20 @@ class OrbitalHead:
             params[spin + "_pi"] = jnp.ones((m, k * per_det), dtype)
         return params
 
-    def orbitals(self, params: Params, h: Array, r_ae: Array) -> list[Array]:
+    def orbitals(
+        self, params: Params, h: Array, r_ae: Array, tapped: taps.Taps | None = None
+    ) -> list[Array]:
         """Orbital matrices from features ``h: [n, n_features]`` and electron-nucleus distances
-        ``r_ae: [n, atoms]``: ``[[k, n, n]]`` with full_det, else ``[up, down]`` blocks."""
+        ``r_ae: [n, atoms]``: ``[[k, n, n]]`` with full_det, else ``[up, down]`` blocks;
+        ``tapped``: the projections are tapped (``psijax.ansatz.taps``)."""
         k = self.n_determinants
         blocks = []
         for spin, start, count in self._spins():
             if count == 0:
                 continue
             sl = slice(start, start + count)
-            phi = h[sl] @ params[spin]["w"]  # [count, k * orbitals per determinant]
+            w = params[spin]["w"]
+            phi = taps.dense(h[sl], w, tapped, ("orbitals", spin, "w"))  # [count, k * per det]
             env = envelope(r_ae[sl], params[spin + "_sigma"], params[spin + "_pi"])
             phi = (phi * env).reshape(count, k, -1)  # [count, k, orbitals]
             blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, orbitals]

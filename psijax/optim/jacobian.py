@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from psijax.ansatz import taps as taps_lib
 from psijax.parallel.batching import map_walkers
 from psijax.types import Array, LogAbs, Params
 
@@ -57,25 +58,74 @@ class Dense(NamedTuple):
         return rows @ rows.T
 
 
-class Leaves(NamedTuple):
-    """J as one block ``[walkers, P_l]`` per parameter leaf, in ``ravel_pytree`` order."""
+class Factored(NamedTuple):
+    """The jacobian block of a dense layer's weight ``w: [din, dout]`` applied to K rows of
+    every walker, in factors: walker w's row is ``sum_k inputs[w, k] (x) signals[w, k]``
+    (``psijax.ansatz.taps``), flattened like ``w``. Its Gram matrix is ``sum_{k, l}
+    (x_wk . x_vl)(g_wk . g_vl)``: (W K)^2 (din + dout) multiply-adds against W^2 din dout
+    for the rows formed, and the rows (``W din dout``) are never written."""
 
-    blocks: tuple[Array, ...]
+    inputs: Array  # [walkers, K, din]
+    signals: Array  # [walkers, K, dout]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.inputs.shape[0], self.inputs.shape[2] * self.signals.shape[2]
+
+    def dense(self) -> Array:
+        return jnp.einsum("wki,wko->wio", self.inputs, self.signals).reshape(self.shape)
+
+    def matvec(self, v: Array) -> Array:
+        """J v for ``v`` flattened like ``w``."""
+        v = v.reshape(self.inputs.shape[2], self.signals.shape[2])
+        return jnp.einsum("wko,wko->w", self.inputs @ v, self.signals)
+
+    def rmatvec(self, x: Array) -> Array:
+        """x^T J, flattened like ``w``."""
+        weighted = self.inputs * x[:, None, None]
+        return jnp.einsum("wki,wko->io", weighted, self.signals).reshape(-1)
+
+    def centered_gram(self, dtype) -> Array:
+        """(C J)(C J)^T from the Gram matrix of the uncentered rows, J J^T, as C (J J^T) C:
+        the rows' mean is not removed before the products, so a mean m that is large
+        against the spread s of the rows loses about eps m^2 / s^2 of the result's
+        precision (float32 and m = 3 s: ~1e-6; tests/test_jacobian.py)."""
+        w, k = self.inputs.shape[:2]
+        x = self.inputs.reshape(w * k, -1).astype(dtype)
+        g = self.signals.reshape(w * k, -1).astype(dtype)
+        gram = ((x @ x.T) * (g @ g.T)).reshape(w, k, w, k).sum(axis=(1, 3))
+        return _center(_center(gram).T)
+
+
+class Leaves(NamedTuple):
+    """J as one block per parameter leaf, in ``ravel_pytree`` order: ``[walkers, P_l]``, or
+    a ``Factored`` block for a tapped dense layer's weight."""
+
+    blocks: tuple[Array | Factored, ...]
 
     @classmethod
     def of(cls, grads, keep: Array) -> Leaves:
-        """From per-walker gradients (a pytree of ``[walkers, ...]`` leaves); rows of
-        walkers where ``keep`` is 0 set to 0 (a non-finite row must not reach a sum)."""
-        rows = lambda g: jnp.where(keep[:, None] > 0, g.reshape(g.shape[0], -1), 0.0)
-        return cls(tuple(rows(g) for g in jax.tree.leaves(grads)))
+        """From per-walker gradients (a pytree of ``[walkers, ...]`` leaves, or ``Factored``
+        blocks); rows of walkers where ``keep`` is 0 set to 0 (a non-finite row must not
+        reach a sum)."""
+
+        def rows(g):
+            if isinstance(g, Factored):
+                drop = lambda a: jnp.where(keep[:, None, None] > 0, a, 0.0)
+                return Factored(drop(g.inputs), drop(g.signals))
+            return jnp.where(keep[:, None] > 0, g.reshape(g.shape[0], -1), 0.0)
+
+        leaves = jax.tree.leaves(grads, is_leaf=lambda g: isinstance(g, Factored))
+        return cls(tuple(rows(g) for g in leaves))
 
     @property
     def dtype(self):
-        return self.blocks[0].dtype
+        first = self.blocks[0]
+        return (first.inputs if isinstance(first, Factored) else first).dtype
 
     def dense(self) -> Array:
         """J whole, ``[walkers, P]`` (a copy)."""
-        return jnp.concatenate(self.blocks, axis=1)
+        return jnp.concatenate([_rows(b) for b in self.blocks], axis=1)
 
     def _parts(self, v: Array) -> list[Array]:
         ends = np.cumsum([b.shape[1] for b in self.blocks])
@@ -83,20 +133,113 @@ class Leaves(NamedTuple):
 
     def centered_matvec(self, v: Array) -> Array:
         parts = zip(self.blocks, self._parts(v), strict=True)
-        return sum(_center(b) @ part for b, part in parts)
+        return sum(
+            _center(b.matvec(p)) if isinstance(b, Factored) else _center(b) @ p for b, p in parts
+        )
 
     def centered_rmatvec(self, x: Array) -> Array:
-        return jnp.concatenate([x @ _center(b) for b in self.blocks])
+        return jnp.concatenate([_rmatvec(b, x, centered=True) for b in self.blocks])
 
     def rmatvec_like(self, params: Params, x: Array) -> Params:
         """x^T J as a pytree like ``params``."""
         leaves = jax.tree.leaves(params)
-        parts = [(x @ b).reshape(p.shape) for b, p in zip(self.blocks, leaves, strict=True)]
+        parts = [_rmatvec(b, x).reshape(p.shape) for b, p in zip(self.blocks, leaves, strict=True)]
         return jax.tree.unflatten(jax.tree.structure(params), parts)
 
     def centered_gram(self, dtype) -> Array:
-        rows = [_center(b).astype(dtype) for b in self.blocks]
-        return sum(r @ r.T for r in rows)
+        total = 0.0
+        for b in self.blocks:
+            if isinstance(b, Factored):
+                total = total + b.centered_gram(dtype)
+            else:
+                r = _center(b).astype(dtype)
+                total = total + r @ r.T
+        return total
+
+
+def _rows(block: Array | Factored) -> Array:
+    return block.dense() if isinstance(block, Factored) else block
+
+
+def _rmatvec(block: Array | Factored, x: Array, centered: bool = False) -> Array:
+    """x^T J_block (x^T C J_block with ``centered``)."""
+    if isinstance(block, Factored):
+        return block.rmatvec(_center(x) if centered else x)
+    return x @ (_center(block) if centered else block)
+
+
+def leaves(
+    log_abs: LogAbs, params: Params, walkers: Array, keep: Array, chunk_size: int | None = None
+) -> Leaves:
+    """J of ``log_abs`` at ``params`` over ``walkers`` as ``Leaves`` (rows where ``keep`` is
+    0 set to 0). When ``log_abs`` is the ``log_abs`` of a network with ``log_abs_tapped``
+    (``psijax.ansatz.taps``), every tapped weight whose factors are cheaper (``_factored``)
+    comes as a ``Factored`` block: the backward pass gives the layer's signals instead of
+    the weight's gradient."""
+    network = getattr(log_abs, "__self__", None)
+    tapped = getattr(network, "log_abs_tapped", None)
+    walker = jax.ShapeDtypeStruct(walkers.shape[1:], walkers.dtype)
+    paths = _factored(tapped, params, walker) if tapped is not None else {}
+    if not paths:
+        rows = map_walkers(jax.grad(log_abs), params, walkers, chunk_size=chunk_size)
+        return Leaves.of(rows, keep)
+    flat, tree = jax.tree_util.tree_flatten_with_path(params)
+    is_factored = [_path(keys) in paths for keys, _ in flat]
+    free = [leaf for (_, leaf), f in zip(flat, is_factored, strict=True) if not f]
+    fixed = [leaf for (_, leaf), f in zip(flat, is_factored, strict=True) if f]
+
+    def one(inputs, r: Array):
+        free, fixed = inputs
+        zeros = {p: jnp.zeros(shape, r.dtype) for p, shape in paths.items()}
+
+        def value(free, perturbations):
+            free, fixed_ = iter(free), iter(fixed)
+            merged = [next(fixed_) if f else next(free) for f in is_factored]
+            record = taps_lib.Taps(perturbations)
+            out = tapped(jax.tree.unflatten(tree, merged), r, record)
+            return out, record.inputs
+
+        grad = jax.grad(value, argnums=(0, 1), has_aux=True)
+        (grads, signals), inputs = grad(free, zeros)
+        return grads, signals, inputs
+
+    grads, signals, inputs = map_walkers(one, (free, fixed), walkers, chunk_size=chunk_size)
+    grads, blocks = iter(grads), []
+    for (keys, _), f in zip(flat, is_factored, strict=True):
+        if not f:
+            blocks.append(next(grads))
+            continue
+        x, g = inputs[_path(keys)], signals[_path(keys)]
+        n = x.shape[0]
+        blocks.append(Factored(x.reshape(n, -1, x.shape[-1]), g.reshape(n, -1, g.shape[-1])))
+    return Leaves.of(blocks, keep)
+
+
+# Factors are used where they need at most half the Gram matrix's multiply-adds: at N2
+# (7 rows of 64 features into 224 orbitals, just under 1x) the orbital projections in
+# factors made the jacobian and SPRING's products 0.94x as fast; at LiH a margin of 1 or 2
+# gave the same 2.4-2.5x (benchmarks/spring_products.py).
+_MARGIN = 2
+
+
+def _factored(tapped, params: Params, walker: jax.ShapeDtypeStruct) -> dict:
+    """The tapped weights whose Gram matrix is cheaper in factors, (W K)^2 (din + dout)
+    against W^2 din dout multiply-adds (``Factored``), by ``_MARGIN`` at least, each with
+    the shape of its layer's output for one walker (the perturbation's)."""
+    record = taps_lib.Taps()
+    jax.eval_shape(lambda p, r: tapped(p, r, record), params, walker)
+    chosen = {}
+    for path, x in record.inputs.items():
+        din, dout = record.weights[path]
+        k = int(np.prod(x.shape[:-1]))
+        if _MARGIN * k * k * (din + dout) <= din * dout:
+            chosen[path] = (*x.shape[:-1], dout)
+    return chosen
+
+
+def _path(keys) -> tuple:
+    """A ``tree_flatten_with_path`` key path as the tuple ``psijax.ansatz.taps`` names."""
+    return tuple(getattr(k, "key", getattr(k, "idx", k)) for k in keys)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,8 +78,9 @@ def make_step(
                 )
                 grads = ravel_pytree(params)[1]((2.0 / n_finite) * jac.rmatvec(stats.centered))
             else:  # one block per parameter leaf, never concatenated (psijax/optim/jacobian.py)
-                rows = map_walkers(jax.grad(log_abs), params, walkers, chunk_size=config.chunk_size)
-                jac = jacobian_lib.Leaves.of(rows, stats.finite)
+                jac = jacobian_lib.leaves(
+                    log_abs, params, walkers, stats.finite, chunk_size=config.chunk_size
+                )
                 grads = jac.rmatvec_like(params, (2.0 / n_finite) * stats.centered)
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
