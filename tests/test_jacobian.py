@@ -14,6 +14,7 @@ from test_step import MOL, NET, setup
 from psijax import hamiltonian, laplacian, optim, parallel, sampling, system
 from psijax.ansatz.base import nuclei_of
 from psijax.ansatz.ferminet import FermiNet
+from psijax.ansatz.psiformer import PsiFormer
 from psijax.optim import jacobian
 from psijax.run.loop import run_steps
 from psijax.training.state import train_state
@@ -138,22 +139,31 @@ def test_a_blocked_step_trains_like_the_whole_one_without_holding_the_jacobian()
 # Two electrons and wide enough layers that every tapped weight is cheaper in factors
 H2 = system.preset("H2")
 TAPPED = FermiNet(1, 1, nuclei_of(H2), layers=((16, 4), (16, 4)), n_determinants=2)
+# with LayerNorm: its scale and offset between the tapped products
+ATTENTION = PsiFormer(
+    1, 1, nuclei_of(H2), layers=2, heads=2, head_dim=8, n_determinants=2, layer_norm=True
+)
 
 
-def test_tapped_layers_give_the_products_of_the_whole_jacobian():
+@pytest.mark.parametrize(
+    ("net", "n_factored"),
+    [(TAPPED, 4), (ATTENTION, 12)],  # two layers and two projections; five per layer + two
+    ids=["ferminet", "psiformer"],
+)
+def test_tapped_layers_give_the_products_of_the_whole_jacobian(net, n_factored):
     with jax.enable_x64(True):
-        params = jax.tree.map(lambda a: a.astype(jnp.float64), TAPPED.init(jax.random.PRNGKey(0)))
+        params = jax.tree.map(lambda a: a.astype(jnp.float64), net.init(jax.random.PRNGKey(0)))
         walkers = sampling.init_walkers(jax.random.PRNGKey(1), H2, 12).astype(jnp.float64)
         keep = jnp.ones(12).at[3].set(0.0).at[5].set(0.0)  # a dropped and a lost walker
         walkers = walkers.at[5].set(jnp.nan)
         safe = jnp.where(keep[:, None, None] > 0, walkers, walkers[0])
-        grad = lambda r: ravel_pytree(jax.grad(TAPPED.log_abs)(params, r))[0]
+        grad = lambda r: ravel_pytree(jax.grad(net.log_abs)(params, r))[0]
         rows = jax.vmap(grad)(safe) * keep[:, None]
         c = rows - rows.mean(axis=0)
-        leaves = jacobian.leaves(TAPPED.log_abs, params, walkers, keep)
+        leaves = jacobian.leaves(net.log_abs, params, walkers, keep)
         factored = [isinstance(b, jacobian.Factored) for b in leaves.blocks]
-        assert sum(factored) == 4, factored  # two one-electron layers, two projections
-        assert not all(factored)  # biases, envelopes and the two-electron layer as rows
+        assert sum(factored) == n_factored, factored
+        assert not all(factored)  # biases, envelopes, ... as rows
         rng = np.random.default_rng(0)
         v, x = rng.normal(size=rows.shape[1]), rng.normal(size=rows.shape[0])
         np.testing.assert_allclose(leaves.centered_matvec(v), c @ v, rtol=1e-10, atol=1e-12)

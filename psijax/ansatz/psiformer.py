@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax import precision
-from psijax.ansatz import features, head
+from psijax.ansatz import features, head, taps
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
 from psijax.types import Array, Params, Psi
@@ -98,8 +98,11 @@ class PsiFormer(MolecularAnsatz):
         return params
 
     # ------------------------------------------------------------- features
-    def _features(self, params: Params, r: Array) -> tuple[Array, Array]:
-        """Final electron features [n, model_dim] and electron-nucleus distances [n, atoms]."""
+    def _features(
+        self, params: Params, r: Array, tapped: taps.Taps | None = None
+    ) -> tuple[Array, Array]:
+        """Final electron features [n, model_dim] and electron-nucleus distances [n, atoms];
+        ``tapped``: the layers' products are tapped (``psijax.ansatz.taps``)."""
         h_ae, r_ae = features.electron_nucleus(
             r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
         )
@@ -108,35 +111,51 @@ class PsiFormer(MolecularAnsatz):
         spin = jnp.where(jnp.arange(self.n_up + self.n_down) < self.n_up, 1.0, -1.0)
         w = params["embed"]["w"]
         h = h_ae @ w[:-1] + spin.astype(r.dtype)[:, None] * w[-1]
-        for layer in params["layers"]:
+        for i, layer in enumerate(params["layers"]):
+            dense = lambda x, name, i=i, layer=layer: taps.dense(
+                x, layer[name]["w"], tapped, ("layers", i, name, "w")
+            )
             x = _layer_norm(h, layer["norm_attention"]) if self.layer_norm else h
-            h = h + self._attention(layer, x)
+            h = h + self._attention(dense, x)
             x = _layer_norm(h, layer["norm_mlp"]) if self.layer_norm else h
-            h = h + jnp.tanh(x @ layer["mlp"]["w"] + layer["mlp"]["b"])
+            h = h + jnp.tanh(dense(x, "mlp") + layer["mlp"]["b"])
         return h, r_ae
 
-    def _attention(self, layer: Params, x: Array) -> Array:
+    def _attention(self, dense, x: Array) -> Array:
+        """Self-attention of ``x`` with the layer's products ``dense(x, name)``."""
         n, heads, dim = x.shape[0], self.heads, self.head_dim
-        q = (x @ layer["query"]["w"]).reshape(n, heads, dim)
-        k = (x @ layer["key"]["w"]).reshape(n, heads, dim)
-        v = (x @ layer["value"]["w"]).reshape(n, heads, dim)
+        q = dense(x, "query").reshape(n, heads, dim)
+        k = dense(x, "key").reshape(n, heads, dim)
+        v = dense(x, "value").reshape(n, heads, dim)
         logits = jnp.einsum("ihd,jhd->hij", q, k) / math.sqrt(dim)
         weights = jax.nn.softmax(logits, axis=-1)
         mixed = jnp.einsum("hij,jhd->ihd", weights, v).reshape(n, heads * dim)
-        return mixed @ layer["out"]["w"]
+        return dense(mixed, "out")
 
     # ------------------------------------------------------------ orbitals
     @precision.of_ansatz
     def orbitals(self, params: Params, r: Array) -> list[Array]:
         """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
-        h, r_ae = self._features(params, r)
-        return self.head.orbitals(params["orbitals"], h, r_ae)
+        return self._orbitals(params, r)
+
+    def _orbitals(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> list[Array]:
+        h, r_ae = self._features(params, r, tapped)
+        return self.head.orbitals(params["orbitals"], h, r_ae, tapped)
 
     # --------------------------------------------------------------- apply
     @precision.of_ansatz
     def apply(self, params: Params, r: Array) -> Psi:
         """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
-        psi = head.determinants(self.orbitals(params, r))
+        return self._apply(params, r)
+
+    @precision.of_ansatz
+    def log_abs_tapped(self, params: Params, r: Array, tapped: taps.Taps) -> Array:
+        """log|psi(r)| with the attention, MLP and orbital products tapped
+        (``psijax.ansatz.taps``: SPRING's jacobian in factors)."""
+        return self._apply(params, r, tapped).log_abs
+
+    def _apply(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> Psi:
+        psi = head.determinants(self._orbitals(params, r, tapped))
         return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
 
     def describe(self) -> str:
