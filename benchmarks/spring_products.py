@@ -1,7 +1,7 @@
-"""SPRING's per-walker jacobian and Gram matrix: the whole array against one block per leaf,
-and the Gram matrix as one product against three of half the walkers.
+"""SPRING's per-walker jacobian and Gram matrix: the whole array against one block per leaf
+and against factors, and the Gram matrix as one product against three of half the walkers.
 
-    python benchmarks/spring_products.py [--system LiH] [--walkers 256] [--repeats 30]
+    python benchmarks/spring_products.py [--system LiH] [--ansatz ferminet] [--walkers 256]
 
 On the default network of ``--system`` with random parameters, times (jitted, interleaved
 call by call so that load from other jobs hits every variant alike, median of
@@ -9,7 +9,9 @@ call by call so that load from other jobs hits every variant alike, median of
 
 - the jacobian with the Gram matrix: per-walker gradients flattened into one
   ``[walkers, params]`` array (``jacobian.Dense``: a concatenate of every leaf) against the
-  gradients kept as one block per leaf (``jacobian.Leaves``, what psijax does);
+  gradients kept as one block per leaf (``jacobian.Leaves`` of rows) and against the
+  weight-shared layers' blocks in factors where cheaper (``jacobian.leaves``: what psijax
+  does, ``psijax.ansatz.taps``);
 - the Gram matrix alone from a given centered ``[walkers, params]`` array: ``C @ C.T`` (what
   psijax does) against three products of half the walkers (a quarter fewer flops; slower
   on one thread of XLA's CPU backend, docs/benchmarks.md).
@@ -53,11 +55,12 @@ def _interleaved(fns: dict, args: tuple, repeats: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", default="LiH")
+    parser.add_argument("--ansatz", default="ferminet")
     parser.add_argument("--walkers", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
 
-    config = Config(system=args.system, walkers=args.walkers)
+    config = Config(system=args.system, ansatz=args.ansatz, walkers=args.walkers)
     molecule = system.resolve(config.system)
     net = registry.ansatz(molecule, config)
     params = net.init(jax.random.PRNGKey(0), jnp.float32)
@@ -76,6 +79,10 @@ def main() -> None:
     def leaves(p, w):
         rows = map_walkers(jax.grad(net.log_abs), p, w)
         return jacobian.Leaves.of(rows, keep).centered_gram(jnp.float32)
+
+    @jax.jit
+    def factors(p, w):
+        return jacobian.leaves(net.log_abs, p, w, keep).centered_gram(jnp.float32)
 
     rows = jax.jit(lambda p, w: map_walkers(flat_grad, p, w))(params, walkers)
     centered = rows - rows.mean(axis=0)
@@ -96,13 +103,14 @@ def main() -> None:
     )
     pool = os.environ.get("PJRT_NPROC")
     print(f"- CPU: {_cpu_name()}; {os.cpu_count()} logical cores; XLA CPU pool PJRT_NPROC={pool}")
-    print(f"- FermiNet defaults, {args.walkers} walkers x {n_params} parameters, float32, "
+    print(f"- {net.describe()}, {args.walkers} walkers x {n_params} parameters, float32, "
           f"median of {args.repeats} interleaved calls")  # fmt: skip
     print(f"- load average at start: {os.getloadavg()[0]:.2f}\n")
 
     reference = whole(params, walkers)
     scale = float(jnp.max(jnp.abs(reference)))
-    jac = _interleaved({"whole": whole, "leaves": leaves}, (params, walkers), args.repeats)
+    variants = {"whole": whole, "leaves": leaves, "factors": factors}
+    jac = _interleaved(variants, (params, walkers), args.repeats)
     gram = _interleaved({"one": one_product, "sym": symmetric}, (centered,), args.repeats)
     diff = lambda g: float(jnp.max(jnp.abs(g - reference))) / scale
     print("| computation | variant | median ms | vs first | max rel. diff of the Gram matrix |")
@@ -110,8 +118,10 @@ def main() -> None:
     rows_out = [
         ("jacobian + Gram", "whole [walkers, params] (concatenated)", jac["whole"],
          jac["whole"], diff(whole(params, walkers))),
-        ("jacobian + Gram", "one block per leaf (psijax)", jac["leaves"], jac["whole"],
+        ("jacobian + Gram", "one block of rows per leaf", jac["leaves"], jac["whole"],
          diff(leaves(params, walkers))),
+        ("jacobian + Gram", "per leaf, shared layers in factors (psijax)", jac["factors"],
+         jac["whole"], diff(factors(params, walkers))),
         ("Gram alone", "C @ C.T (psijax)", gram["one"], gram["one"], diff(one_product(centered))),
         ("Gram alone", "three half-walker products", gram["sym"], gram["one"],
          diff(symmetric(centered))),
