@@ -9,7 +9,12 @@ lost to float32 round-off (tests/test_spring.py puts a mean of 3 on unit noise).
 ``Leaves`` holds J as the backward pass gives it, one block ``[walkers, P_l]`` per parameter
 leaf (in ``ravel_pytree`` order), the fastest form when it fits: the products are sums over
 the leaves, and the whole ``[walkers, P]`` array is never assembled (docs/benchmarks.md,
-"SPRING's jacobian without the copy"). ``Dense`` holds J whole, ``[walkers, P]`` (flattened
+"SPRING's jacobian without the copy"). A weight ``w: [din, dout]`` that the network
+applies to each of K rows of a walker (an electron-wise dense layer, tapped through
+``psijax.ansatz.taps``) may come instead as a ``Factored`` block, the layer's inputs and
+backward signals, from which the products follow without its rows: ``leaves`` chooses it
+where that halves the Gram matrix's work (few electrons; docs/benchmarks.md, "SPRING's
+jacobian in factors"). ``Dense`` holds J whole, ``[walkers, P]`` (flattened
 like ``ravel_pytree(params)``), the form of a column block on a walker-sharded mesh.
 ``Blocked`` never forms it: C J v is one forward-mode pass over
 the walkers, x^T C J one backward pass, and the Gram matrix the sum over ``n_blocks``
@@ -86,15 +91,25 @@ class Factored(NamedTuple):
         return jnp.einsum("wki,wko->io", weighted, self.signals).reshape(-1)
 
     def centered_gram(self, dtype) -> Array:
-        """(C J)(C J)^T from the Gram matrix of the uncentered rows, J J^T, as C (J J^T) C:
-        the rows' mean is not removed before the products, so a mean m that is large
-        against the spread s of the rows loses about eps m^2 / s^2 of the result's
-        precision (float32 and m = 3 s: ~1e-6; tests/test_jacobian.py)."""
+        """(C J)(C J)^T, with the inputs and signals shifted by their means (x = m + dx,
+        g = n + dg) before any product, so that a large mean derivative is not lost to
+        float32 round-off: of the sixteen terms of (x_wk . x_vl)(g_wk . g_vl) the ones that
+        depend on one walker only are removed by C (...) C exactly and are never formed;
+        the others are the product of the shifted factors' Gram matrices (the (W K)^2 work)
+        and eight of per-walker sums (W^2 (din + dout))."""
         w, k = self.inputs.shape[:2]
-        x = self.inputs.reshape(w * k, -1).astype(dtype)
-        g = self.signals.reshape(w * k, -1).astype(dtype)
-        gram = ((x @ x.T) * (g @ g.T)).reshape(w, k, w, k).sum(axis=(1, 3))
-        return _center(_center(gram).T)
+        x, g = self.inputs.astype(dtype), self.signals.astype(dtype)
+        m, n = jnp.mean(x, axis=(0, 1)), jnp.mean(g, axis=(0, 1))
+        dx, dg = x - m, g - n
+        u, v = dx @ m, dg @ n  # [W, K]: m . dx_wk and n . dg_wk
+        sx, sg = dx.sum(axis=1), dg.sum(axis=1)  # [W, din], [W, dout]
+        ug = jnp.einsum("wk,wko->wo", u, dg)
+        vx = jnp.einsum("wk,wki->wi", v, dx)
+        flat = lambda a: a.reshape(w * k, -1)
+        gram = ((flat(dx) @ flat(dx).T) * (flat(dg) @ flat(dg).T)).reshape(w, k, w, k)
+        gram = gram.sum(axis=(1, 3)) + (n @ n) * (sx @ sx.T) + (m @ m) * (sg @ sg.T)
+        cross = jnp.outer(u.sum(axis=1), v.sum(axis=1)) + ug @ sg.T + vx @ sx.T
+        return _center(_center(gram + cross + cross.T).T)
 
 
 class Leaves(NamedTuple):
