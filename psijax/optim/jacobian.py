@@ -230,10 +230,11 @@ def leaves(
     return Leaves.of(blocks, keep)
 
 
-# Factors are used where they need at most half the Gram matrix's multiply-adds: at N2
-# (7 rows of 64 features into 224 orbitals, just under 1x) the orbital projections in
-# factors made the jacobian and SPRING's products 0.94x as fast; at LiH a margin of 1 or 2
-# gave the same 2.4-2.5x (benchmarks/spring_products.py).
+# Factors are used where they need at most half the Gram matrix's multiply-adds. With no
+# margin (1) N2's orbital projections (7 rows of 64 features into 224 orbitals, 0.98 of the
+# rows' work) went into factors and made the jacobian and SPRING's products 0.94x as fast;
+# at LiH a margin of 1 or 2 gave the same 2.4-2.5x (the jacobian with SPRING's products,
+# jitted, 15 interleaved calls).
 _MARGIN = 2
 
 
