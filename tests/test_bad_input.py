@@ -119,10 +119,13 @@ def real_run(checkpoints_of: dict | None = None, damage: str | None = None):
             shutil.copytree(_genuine_run(**checkpoints_of) / "checkpoints", run / "checkpoints")
         newest = max((run / "checkpoints").iterdir(), key=lambda p: int(p.name))
         data = sorted((newest / "state").rglob("d/*"), key=lambda p: -p.stat().st_size)[0]
-        if damage == "flip":
-            raw = bytearray(data.read_bytes())
-            raw[len(raw) // 2] ^= 0x10
-            data.write_bytes(bytes(raw))
+        if damage == "flip":  # a bit in every eighth of every file: the arrays are compressed,
+            # and a single flip (or one per file) can land where no read reaches it
+            for part in (newest / "state").rglob("d/*"):
+                raw = bytearray(part.read_bytes())
+                for i in range(len(raw) // 8, len(raw), max(len(raw) // 8, 1)):
+                    raw[i] ^= 0x10
+                part.write_bytes(bytes(raw))
         elif damage == "truncate":
             data.write_bytes(data.read_bytes()[:100])
         elif damage == "meta":

@@ -96,3 +96,18 @@ def test_an_unknown_format_is_refused_in_one_line(tmp_path, template):
     with pytest.raises(InputError, match=r"has format 99, this psijax reads 1, 2; .*\(9\.9\.9\)"):
         reader.restore(template, {"molecule": "x"})
     reader.close()
+
+
+def test_arrays_that_do_not_match_their_checksums_are_refused_in_one_line(tmp_path, template):
+    """A bit flipped in an array's stored bits, as the reader sees it: the meta's checksum of
+    that array no longer matches (the files themselves are compressed, so a flipped byte
+    there reads as unreadable files or as changed bits, tests/test_bad_input.py)."""
+    where = save(tmp_path, concrete(template))
+    meta_file = where / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    meta["checksums"][len(meta["checksums"]) // 2] ^= 1 << 4
+    meta_file.write_text(json.dumps(meta))
+    reader = checkpoint.Checkpoints(tmp_path, read_only=True)
+    with pytest.raises(InputError, match=r"is damaged \(its arrays do not match their checksums\)"):
+        reader.restore(template, {"molecule": "x"})
+    reader.close()
