@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 
 from psijax import precision
-from psijax.ansatz.head import OrbitalHead
+from psijax.ansatz import jastrow as cusp
+from psijax.ansatz import taps
+from psijax.ansatz.head import OrbitalHead, determinants
 from psijax.types import Array, Params, Psi
 
 
@@ -50,9 +52,11 @@ class Ansatz(Protocol):
 
 class MolecularAnsatz:
     """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
-    ``n_down``, ``nuclei``, ``n_determinants`` and ``full_det`` and an ``_init(key,
-    dtype)`` and ``apply``: electron and atom counts, the orbital head, ``log_abs`` and
-    ``init`` as one program."""
+    ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow`` and
+    ``matmul_precision``, an ``_init(key, dtype)`` and ``_features(params, r, tapped)``:
+    electron and atom counts, the orbital head, the orbitals and psi from the features
+    (times the cusp factor, ``psijax.ansatz.jastrow``), ``log_abs``, ``log_abs_tapped``
+    (``psijax.ansatz.taps``) and ``init`` as one program."""
 
     @property
     def n_electrons(self) -> int:
@@ -68,6 +72,30 @@ class MolecularAnsatz:
 
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
+
+    @precision.of_ansatz
+    def orbitals(self, params: Params, r: Array) -> list[Array]:
+        """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
+        return self._orbitals(params, r)
+
+    @precision.of_ansatz
+    def apply(self, params: Params, r: Array) -> Psi:
+        """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
+        return self._apply(params, r)
+
+    @precision.of_ansatz
+    def log_abs_tapped(self, params: Params, r: Array, tapped: taps.Taps) -> Array:
+        """log|psi(r)| with the electron-wise dense layers tapped (``psijax.ansatz.taps``:
+        SPRING's jacobian in factors)."""
+        return self._apply(params, r, tapped).log_abs
+
+    def _orbitals(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> list[Array]:
+        h, r_ae = self._features(params, r, tapped)
+        return self.head.orbitals(params["orbitals"], h, r_ae, tapped)
+
+    def _apply(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> Psi:
+        psi = determinants(self._orbitals(params, r, tapped))
+        return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
 
     @precision.of_ansatz
     def head_inputs(self, params: Params, r: Array) -> tuple[Array, Array]:

@@ -16,11 +16,10 @@ import math
 import jax
 import jax.numpy as jnp
 
-from psijax import precision
-from psijax.ansatz import features, head, taps
+from psijax.ansatz import features, taps
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
-from psijax.types import Array, Params, Psi
+from psijax.types import Array, Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,32 +118,6 @@ class FermiNet(MolecularAnsatz):
             if count:
                 parts.append(jnp.mean(h2[:, start : start + count], axis=1))
         return jnp.concatenate(parts, axis=-1)
-
-    # ------------------------------------------------------------ orbitals
-    @precision.of_ansatz
-    def orbitals(self, params: Params, r: Array) -> list[Array]:
-        """Orbital matrices, each [n_determinants, n, n]: one (full_det) or up and down."""
-        return self._orbitals(params, r)
-
-    def _orbitals(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> list[Array]:
-        h, r_ae = self._features(params, r, tapped)
-        return self.head.orbitals(params["orbitals"], h, r_ae, tapped)
-
-    # --------------------------------------------------------------- apply
-    @precision.of_ansatz
-    def apply(self, params: Params, r: Array) -> Psi:
-        """psi(r) as sign and log|psi| for one walker r: [n_electrons, 3] in bohr."""
-        return self._apply(params, r)
-
-    @precision.of_ansatz
-    def log_abs_tapped(self, params: Params, r: Array, tapped: taps.Taps) -> Array:
-        """log|psi(r)| with the one-electron layers and the orbital projections tapped
-        (``psijax.ansatz.taps``: SPRING's jacobian in factors)."""
-        return self._apply(params, r, tapped).log_abs
-
-    def _apply(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> Psi:
-        psi = head.determinants(self._orbitals(params, r, tapped))
-        return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
 
     def describe(self) -> str:
         widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
