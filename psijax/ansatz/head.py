@@ -60,8 +60,8 @@ class OrbitalHead:
             if count == 0:
                 continue
             sl = slice(start, start + count)
-            w = params[spin]["w"]
-            phi = taps.dense(h[sl], w, tapped, ("orbitals", spin, "w"))  # [count, k * per det]
+            # [count, k * orbitals per determinant]
+            phi = taps.dense(h[sl], params[spin]["w"], tapped, ("orbitals", spin, "w"))
             env = envelope(r_ae[sl], params[spin + "_sigma"], params[spin + "_pi"])
             phi = (phi * env).reshape(count, k, -1)  # [count, k, orbitals]
             blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, orbitals]

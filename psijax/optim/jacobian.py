@@ -148,9 +148,7 @@ class Leaves(NamedTuple):
 
     def centered_matvec(self, v: Array) -> Array:
         parts = zip(self.blocks, self._parts(v), strict=True)
-        return sum(
-            _center(b.matvec(p)) if isinstance(b, Factored) else _center(b) @ p for b, p in parts
-        )
+        return sum(_centered_matvec(b, part) for b, part in parts)
 
     def centered_rmatvec(self, x: Array) -> Array:
         return jnp.concatenate([_rmatvec(b, x, centered=True) for b in self.blocks])
@@ -162,18 +160,26 @@ class Leaves(NamedTuple):
         return jax.tree.unflatten(jax.tree.structure(params), parts)
 
     def centered_gram(self, dtype) -> Array:
-        total = 0.0
-        for b in self.blocks:
-            if isinstance(b, Factored):
-                total = total + b.centered_gram(dtype)
-            else:
-                r = _center(b).astype(dtype)
-                total = total + r @ r.T
-        return total
+        return sum(_centered_gram(b, dtype) for b in self.blocks)
 
 
 def _rows(block: Array | Factored) -> Array:
     return block.dense() if isinstance(block, Factored) else block
+
+
+def _centered_matvec(block: Array | Factored, v: Array) -> Array:
+    """C J_block v."""
+    if isinstance(block, Factored):
+        return _center(block.matvec(v))
+    return _center(block) @ v
+
+
+def _centered_gram(block: Array | Factored, dtype) -> Array:
+    """(C J_block)(C J_block)^T."""
+    if isinstance(block, Factored):
+        return block.centered_gram(dtype)
+    rows = _center(block).astype(dtype)
+    return rows @ rows.T
 
 
 def _rmatvec(block: Array | Factored, x: Array, centered: bool = False) -> Array:

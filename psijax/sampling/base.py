@@ -34,7 +34,9 @@ class Sampler(Protocol):
         (walkers, their log|psi|, new state, statistics with an ``acceptance``)."""
 
 
-@functools.partial(jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps"))
+@functools.partial(
+    jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps")
+)
 def burn_in(
     key: Array, sampler: Sampler, log_abs: BatchLogAbs, walkers: Walkers, state: PyTree,
     *, n_steps: int, lead: Sampler | None = None, lead_steps: int = 0,
