@@ -19,6 +19,7 @@ import pytest
 from psijax import laplacian
 from psijax.ansatz import FermiNet
 from psijax.hamiltonian import kinetic_energy
+from psijax.parallel import cpu_codegen
 
 N_WALKERS = 64
 NET = FermiNet(4, 4, ((0.0, 0.0, 0.0),), layers=((16, 4),), n_determinants=2)
@@ -44,7 +45,9 @@ def kinetic(op, params, r):
 def relative_errors(op) -> np.ndarray:
     params64, w, ref = problem()
     params = jax.tree.map(lambda a: np.asarray(a, np.float32), params64)
-    out = jax.jit(jax.vmap(functools.partial(kinetic, op, params)))(w.astype(np.float32))
+    # compiled as psijax's training step is (psijax.parallel.cpu_codegen)
+    batch = jax.vmap(functools.partial(kinetic, op, params))
+    out = jax.jit(batch, compiler_options=cpu_codegen.compiler_options())(w.astype(np.float32))
     return np.abs(np.asarray(out, np.float64) - ref) / np.abs(ref)
 
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from psijax import parallel, sampling
+from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
 from psijax.sampling import Sampler
 from psijax.types import Array, LogAbs, Metrics, Params, Walkers
@@ -94,6 +95,7 @@ def make_eval_step(
         in_shardings=(parallel.replicated(mesh), shardings),
         out_shardings=(shardings, None),
         donate_argnums=1,
+        compiler_options=cpu_codegen.compiler_options(),
     )
 
 
@@ -115,6 +117,7 @@ def make_equilibrate(log_abs: LogAbs, sampler: Sampler, mesh, chunk: int | None)
         in_shardings=(parallel.replicated(mesh), shardings),
         out_shardings=shardings,
         static_argnums=2,
+        compiler_options=cpu_codegen.compiler_options(),
     )
 
 

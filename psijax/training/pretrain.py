@@ -17,6 +17,7 @@ devices or processes never leave them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from psijax import registry
 from psijax.ansatz.base import Ansatz, MolecularAnsatz
 from psijax.config import Config
+from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import auto_chunk, map_walkers, on_every_device
 from psijax.sampling import Sampler
 from psijax.system import Molecule
@@ -176,7 +178,7 @@ def _make_chunk(
     mean squared norms [CHUNK], of which ``count`` are set).
     """
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=cpu_codegen.compiler_options())
     def run(key, start, count, params, opt_state, walkers, sampler_state, coefficients):
         def body(j, carry):
             params, opt_state, walkers, sampler_state, losses, norms = carry

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from psijax import config as config_lib
 from psijax import parallel, sampling
+from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
 from psijax.run.progress import Progress
 from psijax.run.watch import StepWatch
@@ -142,7 +143,7 @@ def fresh_state(
         run_burn_in = burn_in.lower(
             keys[3], adapting(sampler), batch_log_abs, walkers, width, n_steps=own, lead=lead,
             lead_steps=lead_steps,
-        ).compile()  # fmt: skip
+        ).compile(cpu_codegen.compiler_options())  # fmt: skip
         if watch is not None:
             watch.arm("burn-in", counted=False)
         walkers, log_abs, width = run_burn_in(keys[3], walkers, width)

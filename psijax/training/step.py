@@ -24,6 +24,7 @@ from psijax.estimators.training import Estimator, StepValues
 from psijax.optim import jacobian as jacobian_lib
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
 from psijax.optim.gradient import EnergyStats, make_energy_loss
+from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import auto_chunk, map_walkers
 from psijax.sampling import Sampler
 from psijax.types import Array, LogAbs, Metrics, Params, TrainState
@@ -134,6 +135,7 @@ def make_step(
         in_shardings=(shardings,),
         out_shardings=(shardings, parallel.replicated(mesh)),
         donate_argnums=0,
+        compiler_options=cpu_codegen.compiler_options(),
     )
 
 

@@ -1,0 +1,59 @@
+"""XLA's CPU code generation for psijax's programs: the elemental emitters, asked per
+program, where the backend and jaxlib allow it and the user has not chosen."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from psijax import laplacian
+from psijax.ansatz import FermiNet
+from psijax.hamiltonian import kinetic_energy
+from psijax.parallel import cpu_codegen
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    cpu_codegen.compiler_options.cache_clear()
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    yield monkeypatch
+    cpu_codegen.compiler_options.cache_clear()
+
+
+def test_the_elemental_emitters_on_a_cpu(fresh):
+    assert jax.default_backend() == "cpu"
+    assert cpu_codegen.compiler_options() == {"xla_cpu_use_fusion_emitters": False}
+
+
+def test_the_users_xla_flags_are_kept(fresh):
+    fresh.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert cpu_codegen.compiler_options() == {}
+
+
+def test_an_option_this_jaxlib_lacks_is_left_out(fresh):
+    fresh.setattr(cpu_codegen, "OPTION", "xla_cpu_no_such_option")
+    assert cpu_codegen.compiler_options() == {}
+
+
+def test_no_option_off_the_cpu(fresh):
+    fresh.setattr(jax, "default_backend", lambda: "gpu")
+    assert cpu_codegen.compiler_options() == {}
+
+
+def test_the_kinetic_energy_agrees_with_the_fusion_emitters(fresh):
+    """The two code generators give the forward Laplacian's float32 kinetic energy to
+    float32 rounding (the accuracy near nodes with psijax's choice:
+    tests/test_laplacian_accuracy.py)."""
+    net = FermiNet(2, 1, ((0.0, 0.0, 0.0), (0.0, 0.0, 1.5)), layers=((16, 4),))
+    params = net.init(jax.random.PRNGKey(0), jnp.float32)
+    walkers = jax.random.normal(jax.random.PRNGKey(1), (16, 3, 3), jnp.float32)
+    kinetic = jax.vmap(functools.partial(kinetic_energy, laplacian.Forward(), net.log_abs, params))
+    lowered = jax.jit(kinetic).lower(walkers)
+    default = np.asarray(lowered.compile()(walkers))
+    elemental = np.asarray(lowered.compile(cpu_codegen.compiler_options())(walkers))
+    assert np.all(np.isfinite(default))
+    np.testing.assert_allclose(elemental, default, rtol=1e-4, atol=1e-5)
