@@ -4,8 +4,8 @@ and the states' energies, against the hydrogen atom's exact spectrum."""
 from __future__ import annotations
 
 import csv
-import os
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
