@@ -2,10 +2,10 @@
 
 jaxlib 0.10's CPU compiler emits each loop fusion through its MLIR fusion emitters by
 default. For psijax's programs the older elemental emitters (``xla_cpu_use_fusion_emitters``
-false) compile in two thirds of the time and run as fast or faster: LiH's training step
-8.2-9.7 -> 5.7-6.2 s to compile on two cores, N2's 13.3 -> 8.3 s, and a first LiH launch
-reaches its first training step in 17-21 s instead of 22-29 s; the float32 kinetic energy
-near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation").
+false) compile faster and run as fast or faster: on two cores LiH's training step compiles
+in 0.72x the time (10.9 -> 7.8 s), N2's in 0.81x, the steps take 0.90-0.99x as long, and a
+first LiH launch reaches its first training step in 0.75x the time; the float32 kinetic
+energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation").
 
 ``compiler_options()`` gives the option to pass per program (``jax.jit(...,
 compiler_options=...)`` or ``Lowered.compile``), never globally: only on a CPU backend, only
