@@ -9,7 +9,8 @@ energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation
 
 ``compiler_options()`` gives the option to pass per program (``jax.jit(...,
 compiler_options=...)`` or ``Lowered.compile``), never globally: only on a CPU backend, only
-where this jaxlib knows it, and never against the user's own ``XLA_FLAGS`` setting of it.
+where this jaxlib knows it (0.8-0.11 do; 0.12 refuses it by name), and never against the
+user's own ``XLA_FLAGS`` setting of it.
 """
 
 from __future__ import annotations
