@@ -33,9 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_FLAG = "--xla_cpu_use_fusion_emitters=true"
 
 
-def step_row(system: str, ansatz: str, steps: int) -> dict:
-    import jax
-
+def default_step(system: str, ansatz: str):
+    """The training step of ``system``'s default job with ``ansatz`` at psijax's default
+    sizes (random parameters) as ``make_step`` builds it, and the job's state."""
     from psijax import config as config_lib
     from psijax.training.job import step_config
     from psijax.training.step import make_step
@@ -47,20 +47,19 @@ def step_row(system: str, ansatz: str, steps: int) -> dict:
     job = random_job(config)
     step = make_step(job.net.log_abs, job.local_energy, job.optimizer, step_config(config),
                      job.mesh, job.state, job.sampler)  # fmt: skip
+    return step, job.state
+
+
+def step_row(system: str, ansatz: str, steps: int) -> dict:
+    from step_compile import median_step
+
+    step, state = default_step(system, ansatz)
     t = time.perf_counter()
-    lowered = step.lower(job.state)
+    lowered = step.lower(state)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
-    state, metrics = compiled(job.state)
-    jax.block_until_ready(metrics)
-    walls = []
-    for _ in range(steps):
-        s = time.perf_counter()
-        state, metrics = compiled(state)
-        jax.block_until_ready(metrics)
-        walls.append(time.perf_counter() - s)
-    return dict(lower_s=t1 - t, compile_s=t2 - t1, step_s=statistics.median(walls))
+    return dict(lower_s=t1 - t, compile_s=t2 - t1, step_s=median_step(compiled, state, steps))
 
 
 def alternating_row(system: str, ansatz: str, steps: int) -> dict:
@@ -68,22 +67,13 @@ def alternating_row(system: str, ansatz: str, steps: int) -> dict:
     other work hits both alike): median step seconds of each."""
     import jax
 
-    from psijax import config as config_lib
     from psijax.parallel import cpu_codegen
-    from psijax.training.job import step_config
-    from psijax.training.step import make_step
 
-    sys.path.insert(0, HERE)
-    from step_profile import random_job
-
-    config = config_lib.from_dict(dict(system=system, ansatz=ansatz))
-    job = random_job(config)
-    step = make_step(job.net.log_abs, job.local_energy, job.optimizer, step_config(config),
-                     job.mesh, job.state, job.sampler)  # fmt: skip
-    lowered = step.lower(job.state)
+    step, state = default_step(system, ansatz)
+    lowered = step.lower(state)
     compiled = {x: lowered.compile({cpu_codegen.OPTION: x}) for x in (True, False)}
     walls = {True: [], False: []}
-    states = {x: jax.tree.map(lambda a: a.copy(), job.state) for x in (True, False)}
+    states = {x: jax.tree.map(lambda a: a.copy(), state) for x in (True, False)}
     for i in range(2 * steps + 2):
         x = bool(i % 2)
         s = time.perf_counter()
