@@ -166,11 +166,10 @@ class StepWatch:
 
     def lost(self, cause: str, process: int | None = None) -> NoReturn:
         """Report the lost process (``process`` if known) in one line and end this one."""
-        line = peers.lost_line(
+        self._end(lambda: peers.lost_line(
             cause, self._done(), self._newest(), self.resume, self.process, self.processes,
             process,
-        )  # fmt: skip
-        self._end(line)
+        ))  # fmt: skip
 
     def stalled(self, silent_s: float) -> NoReturn:
         """Report this process's stalled step in one line, with its stacks, and end it."""
@@ -197,9 +196,9 @@ class StepWatch:
         )  # fmt: skip
 
     def _end_stalled(self, what: str, stacks: Path | None, hint: str) -> NoReturn:
-        saved = peers.saved_clause(self._newest())
         where = f"the threads' stacks are in {stacks}; " if stacks is not None else ""
-        self._end(f"psijax: error: {what}; {where}{saved}; continue with: {self.resume} ({hint})")
+        self._end(lambda: f"psijax: error: {what}; {where}{peers.saved_clause(self._newest())}; "
+                  f"continue with: {self.resume} ({hint})")  # fmt: skip
 
     def _current(self) -> str:
         """The step under way, in words: "step 8", "pretraining step 26", "burn-in"."""
@@ -222,11 +221,15 @@ class StepWatch:
         except Exception:
             return None
 
-    def _end(self, line: str) -> NoReturn:
+    def _end(self, line: Callable[[], str]) -> NoReturn:
+        """Run ``before_exit``, then write ``line()`` and exit: the line is made last, so
+        that the checkpoint it names is the newest one an asynchronous save completed
+        while the rows were written."""
         with self._ending:  # the watchdog and the loop may both get here; one line only
             if self._before_exit is not None:
                 with contextlib.suppress(Exception):  # the line matters more than the rows
                     self._before_exit()
+            line = line()
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):  # a closed or broken stream
                     stream.flush()
