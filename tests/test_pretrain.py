@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 from pyscf import scf
 
 from psijax.ansatz import FermiNet
+from psijax.ansatz.head import _weighted_grams
 from psijax.errors import InputError
 from psijax.sampling import init_walkers
 from psijax.system import preset
@@ -259,6 +260,16 @@ def test_the_head_fit_recovers_orbitals_the_head_can_represent(name, full_det):
             np.testing.assert_allclose(g, jnp.broadcast_to(t[:, None], g.shape), atol=1e-8)
     finally:
         jax.config.update("jax_enable_x64", False)
+
+
+def test_the_weighted_grams_are_the_einsum_of_the_rows():
+    """The head fit's Gram matrices, formed from their upper triangle, equal the plain
+    weighted sum of the rows' outer products in every entry (both triangles)."""
+    rng = np.random.default_rng(0)
+    weights, feats = rng.random((30, 5)), rng.normal(size=(30, 4))
+    got = _weighted_grams(jnp.asarray(weights), jnp.asarray(feats))
+    want = np.einsum("sc,sf,sg->cfg", weights, feats, feats)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_the_head_fit_minimises_the_pretraining_loss(monkeypatch):

@@ -127,14 +127,17 @@ class OrbitalHead:
 
 def _weighted_grams(weights: Array, feats: Array) -> Array:
     """``einsum("sc,sf,sg->cfg", weights, feats, feats)``: one product of the weights with
-    the rows' outer products, their upper triangle only (the Grams are symmetric): half
-    the einsum's work; N2's whole fit took 76 ms per pretraining step against 125 ms on a
-    2-core CPU (docs/benchmarks.md, "Launch against FermiNet at N2")."""
+    the rows' outer products, their upper triangle only (the Grams are symmetric), gathered
+    into full matrices. Half the einsum's work; N2's whole fit took 76 ms per pretraining
+    step against 125 ms on a 2-core CPU, and the gather (instead of a scatter into the
+    triangle plus its transpose) made N2's pretraining step 0.89x as long (docs/benchmarks.md,
+    "N2's launch")."""
     n = feats.shape[-1]
     rows, cols = np.triu_indices(n)
     upper = weights.T @ (feats[:, rows] * feats[:, cols])  # [columns, n (n + 1) / 2]
-    full = jnp.zeros((weights.shape[1], n, n), upper.dtype).at[:, rows, cols].set(upper)
-    return full + jnp.swapaxes(jnp.triu(full, 1), 1, 2)
+    where = np.empty((n, n), np.int32)  # (i, j) -> the column of upper holding it
+    where[rows, cols] = where[cols, rows] = np.arange(rows.size)
+    return upper[:, where]
 
 
 def envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
