@@ -28,7 +28,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from psijax import registry
+from psijax import precision, registry
 from psijax.ansatz.base import Ansatz, MolecularAnsatz
 from psijax.config import Config
 from psijax.parallel import cpu_codegen
@@ -50,7 +50,11 @@ def pretrain_loss(
     full_det: the target of every determinant is [[Phi_up, 0], [0, Phi_down]] (N x N);
     otherwise each spin block is compared with its own target and the two losses add.
     """
-    orbitals = map_walkers(net.orbitals, params, walkers)  # each [W, k, ., .]
+    return _orbital_loss(net, map_walkers(net.orbitals, params, walkers), targets_up, targets_down)
+
+
+def _orbital_loss(net: Ansatz, orbitals: list[Array], targets_up: Array, targets_down: Array):
+    """``pretrain_loss`` of the orbital matrices ``orbitals`` (each [W, k, ., .])."""
     targets = _targets(net, targets_up, targets_down, orbitals[0].dtype)
     losses = [
         jnp.mean(jnp.sum((o - t[:, None]) ** 2, axis=(-2, -1)))
@@ -81,8 +85,41 @@ def fit_head(net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, 
     """``params`` with the orbital head's projection the least-squares fit to the HF
     orbitals ``up``, ``down`` at ``walkers`` (``OrbitalHead.fit``)."""
     h, r_ae = map_walkers(net.head_inputs, params, walkers)
+    return _fitted(net, params, h, r_ae, up, down)
+
+
+def _fitted(net: MolecularAnsatz, params: Params, h, r_ae, up: Array, down: Array) -> Params:
+    """``fit_head`` at the head's inputs ``h``, ``r_ae`` of the walkers."""
     targets = _targets(net, up, down, h.dtype)
     return {**params, "orbitals": net.head.fit(params["orbitals"], h, r_ae, targets, RIDGE)}
+
+
+def fit_and_gradient(
+    net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, down: Array, sharding
+) -> tuple[Params, Array, Params]:
+    """One pretraining step's fit and loss from one evaluation of the features: (``params``
+    with the head fitted, the loss there, its gradient in every parameter).
+
+    The head's inputs (features and distances) do not depend on the head, so the fit and
+    the loss share them, and the gradient reaches the features through their pullback.
+    The fit sees the first ``FIT_WALKERS`` walkers' inputs, gathered on every device.
+    """
+    with precision.scope(net.matmul_precision):  # as net.orbitals traces its products
+        inputs = lambda p: map_walkers(net.head_inputs, p, walkers)
+        (h, r_ae), pullback = jax.vjp(inputs, params)
+        fit = on_every_device((h, r_ae, up, down), sharding)
+        params = _fitted(net, params, *(jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in fit))
+
+        def loss_of(head: Params, h: Array, r_ae: Array) -> Array:
+            orbitals = jax.vmap(net.head.orbitals, (None, 0, 0))(head, h, r_ae)
+            return _orbital_loss(net, orbitals, up, down)
+
+        loss, (d_head, d_h, d_r) = jax.value_and_grad(loss_of, argnums=(0, 1, 2))(
+            params["orbitals"], h, r_ae
+        )
+        (grads,) = pullback((d_h, d_r))
+    grads = {**grads, "orbitals": jax.tree.map(jnp.add, grads["orbitals"], d_head)}
+    return params, loss, grads
 
 
 def envelope_decays(net: MolecularAnsatz, params: Params, hf: HartreeFock) -> Params:
@@ -183,12 +220,12 @@ def _make_chunk(
         def body(j, carry):
             params, opt_state, walkers, sampler_state, losses, norms = carry
             up, down = targets(walkers, coefficients)
-            if fits_head(net):  # on the same walkers on every device: see FIT_WALKERS
-                fit = on_every_device((walkers, up, down), sharding)
-                params = fit_head(net, params, *(x[:FIT_WALKERS] for x in fit))
-            loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
-                net, params, walkers, up, down
-            )
+            if fits_head(net):
+                params, loss, grads = fit_and_gradient(net, params, walkers, up, down, sharding)
+            else:
+                loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
+                    net, params, walkers, up, down
+                )
             norm = sum(jnp.mean(jnp.sum(t**2, axis=(-2, -1))) for t in (up, down))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
