@@ -97,18 +97,28 @@ def _fitted(net: MolecularAnsatz, params: Params, h, r_ae, up: Array, down: Arra
 def fit_and_gradient(
     net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, down: Array, sharding
 ) -> tuple[Params, Array, Params]:
-    """One pretraining step's fit and loss from one evaluation of the features: (``params``
-    with the head fitted, the loss there, its gradient in every parameter).
+    """One pretraining step's fit and loss: (``params`` with the head fitted, the loss
+    there, its gradient in every parameter).
 
-    The head's inputs (features and distances) do not depend on the head, so the fit and
-    the loss share them, and the gradient reaches the features through their pullback.
-    The fit sees the first ``FIT_WALKERS`` walkers' inputs, gathered on every device.
+    The head's inputs (features and distances) do not depend on the head: the loss is
+    taken from them, and its gradient reaches the features through their pullback. The fit
+    sees the first ``FIT_WALKERS`` walkers. On one device it takes the loss's inputs, one
+    evaluation of the network for both; on several, their walkers are gathered on every
+    device and their inputs computed there, so that every device fits alike and as one
+    device does (inputs computed apart on each device's share differ in the last bits,
+    which the fit amplifies).
     """
     with precision.scope(net.matmul_precision):  # as net.orbitals traces its products
-        inputs = lambda p: map_walkers(net.head_inputs, p, walkers)
-        (h, r_ae), pullback = jax.vjp(inputs, params)
-        fit = on_every_device((h, r_ae, up, down), sharding)
-        params = _fitted(net, params, *(jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in fit))
+        inputs = lambda p, x: map_walkers(net.head_inputs, p, x)
+        (h, r_ae), pullback = jax.vjp(lambda p: inputs(p, walkers), params)
+        if len(sharding.device_set) == 1:  # (an Explicit mesh still types them as split)
+            shared = on_every_device((h, r_ae, up, down), sharding)
+            fit = [jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in shared]
+        else:
+            gathered = on_every_device((walkers, up, down), sharding)
+            fit_walkers, fit_up, fit_down = (x[:FIT_WALKERS] for x in gathered)
+            fit = [*inputs(params, fit_walkers), fit_up, fit_down]
+        params = _fitted(net, params, *fit)
 
         def loss_of(head: Params, h: Array, r_ae: Array) -> Array:
             orbitals = jax.vmap(net.head.orbitals, (None, 0, 0))(head, h, r_ae)
