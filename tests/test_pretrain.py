@@ -141,8 +141,8 @@ def test_pretraining_on_two_devices_follows_one_device():
     """The head's fit on several devices sees the same inputs as on one (computed from the
     gathered walkers, not each device's share), so the runs agree to rounding. At the
     default sizes a fit from inputs that differ in their last bits moved the walkers onto
-    other paths within 10 steps (losses 6e-2 apart, walkers by 2.3 bohr); smaller networks
-    hide it."""
+    other paths within 10 steps (losses 2e-2 apart here, 6e-2 and walkers 2.3 bohr apart in
+    a plain script); smaller networks hide it."""
     mol = preset("LiH")
     net = FermiNet(mol.n_up, mol.n_down, mol.coords, n_determinants=16)  # psijax's defaults
     params = net.init(jax.random.key(0))

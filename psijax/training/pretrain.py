@@ -109,16 +109,14 @@ def fit_and_gradient(
     which the fit amplifies).
     """
     with precision.scope(net.matmul_precision):  # as net.orbitals traces its products
-        inputs = lambda p, x: map_walkers(net.head_inputs, p, x)
-        (h, r_ae), pullback = jax.vjp(lambda p: inputs(p, walkers), params)
+        inputs = lambda p: map_walkers(net.head_inputs, p, walkers)
+        (h, r_ae), pullback = jax.vjp(inputs, params)
         if len(sharding.device_set) == 1:  # (an Explicit mesh still types them as split)
             shared = on_every_device((h, r_ae, up, down), sharding)
-            fit = [jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in shared]
+            params = _fitted(net, params, *(jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in shared))
         else:
             gathered = on_every_device((walkers, up, down), sharding)
-            fit_walkers, fit_up, fit_down = (x[:FIT_WALKERS] for x in gathered)
-            fit = [*inputs(params, fit_walkers), fit_up, fit_down]
-        params = _fitted(net, params, *fit)
+            params = fit_head(net, params, *(x[:FIT_WALKERS] for x in gathered))
 
         def loss_of(head: Params, h: Array, r_ae: Array) -> Array:
             orbitals = jax.vmap(net.head.orbitals, (None, 0, 0))(head, h, r_ae)
