@@ -1,6 +1,6 @@
-"""folx's sparse index sets in numpy (psijax.laplacian._folx_indices): the same sets as
-jnp.unique's (empty rows included), reached by folx's sparse sums, and the same Laplacian
-to the bit."""
+"""folx's sparse index sets and index masks in numpy (psijax.laplacian._folx_indices): the
+same sets as jnp.unique's (empty rows included), the same masks as jax.numpy's, reached by
+folx's sparse sums, and the same Laplacian to the bit."""
 
 import functools
 
@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from folx import jvp as folx_jvp
+from folx import utils as folx_utils
 
 from psijax.laplacian import ForwardSparse, _folx_indices
 
@@ -43,14 +44,37 @@ def _f(x):
 def test_same_laplacian_to_the_bit_with_numpy_sets(monkeypatch):
     assert _folx_indices.install()
     assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)
-    calls = []
-    rows = _folx_indices.unique_rows
+    assert isinstance(folx_utils.jnp, _folx_indices._UtilsNumpy)
+    calls, masks = [], []
+    rows, canonical = _folx_indices.unique_rows, _folx_indices._canonical
     monkeypatch.setattr(_folx_indices, "unique_rows", lambda *a: calls.append(1) or rows(*a))
+    monkeypatch.setattr(_folx_indices, "_canonical", lambda a: masks.append(1) or canonical(a))
     x = jax.random.normal(jax.random.PRNGKey(3), (6, 3))
     op = ForwardSparse(6)
     with_numpy = op(_f)(x)
     assert calls, "folx's sparse sums no longer reach the numpy sets"
+    assert masks, "folx's index masks no longer reach numpy"
     monkeypatch.setattr(folx_jvp, "jnp", jnp)  # folx as shipped
+    monkeypatch.setattr(folx_utils, "jnp", jnp)
     with_jax = op(_f)(x)
     for a, b in zip(with_numpy, with_jax, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (3, 2)], [(2, 1, 5), (2, 3, 5)], [(4,), (0,)]])
+def test_numpy_masks_are_jax_numpys(shapes):
+    shim = _folx_indices._UtilsNumpy()
+    rng = np.random.default_rng(len(shapes[0]))
+    arrays = [rng.integers(-1, 9, size=s) for s in shapes]  # int64: canonicalized as jax does
+    axis = 1 if len(shapes[0]) > 1 else 0
+    pairs = [
+        (shim.concatenate(arrays, axis=axis), jnp.concatenate(arrays, axis=axis)),
+        (shim.squeeze(arrays[0][:, None], (1,)), jnp.squeeze(arrays[0][:, None], (1,))),
+        (shim.array(arrays[1]), jnp.array(arrays[1])),
+    ]
+    for got, expected in pairs:
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, np.asarray(expected))
+    traced = jax.jit(lambda x: shim.concatenate([x, x]))(jnp.ones(3))  # traced: jax.numpy
+    np.testing.assert_array_equal(traced, np.ones(6))

@@ -8,10 +8,15 @@ XLA program for its shapes. Tracing the training step of N2 or butadiene (the
 5.4-5.9 s of a 13 s trace on a 2-core CPU, before XLA sees the step). folx's own Hessian
 code already finds such sets with numpy.
 
+The same holds for folx's bookkeeping of its index masks in ``folx.utils`` (padding masks
+to one length, squeezing their unit axes, reading their rank): tracing N2's step compiled
+64 programs for ``jnp.concatenate``, ``jnp.squeeze`` and ``jnp.array`` on numpy masks.
+
 ``install`` (``psijax.laplacian`` calls it) gives folx's ``jvp`` module a ``jnp`` whose
-``unique`` and ``vectorize`` compute the same sets with numpy when handed numpy arrays;
-everything else, and every traced value, goes to ``jax.numpy`` itself. The sets are the
-same integers, so the Laplacian is the same to the bit.
+``unique`` and ``vectorize`` compute the same sets with numpy when handed numpy arrays,
+and its ``utils`` module one whose ``concatenate``, ``squeeze`` and ``array`` do the same
+data movement with numpy; everything else, and every traced value, goes to ``jax.numpy``
+itself. The sets and masks are the same integers, so the Laplacian is the same to the bit.
 """
 
 from __future__ import annotations
@@ -78,15 +83,55 @@ class _JaxNumpy:
         return apply
 
 
+def _host(a) -> bool:
+    return type(a) is np.ndarray
+
+
+def _canonical(a: np.ndarray) -> np.ndarray:
+    """``a`` in the dtype jax.numpy gives it (int32 for int64 unless x64 is on)."""
+    return a.astype(jax.dtypes.canonicalize_dtype(a.dtype), copy=False)
+
+
+class _UtilsNumpy:
+    """``jax.numpy`` for folx's ``utils`` module, moving numpy masks with numpy."""
+
+    def __getattr__(self, name: str):
+        return getattr(jnp, name)
+
+    @staticmethod
+    def concatenate(arrays, axis=0, *args, **kwargs):
+        arrays = list(arrays)
+        if args or kwargs or not arrays or not all(map(_host, arrays)):
+            return jnp.concatenate(arrays, axis, *args, **kwargs)
+        if len({a.dtype for a in arrays}) > 1:  # jax.numpy's promotion rules, not numpy's
+            return jnp.concatenate(arrays, axis)
+        return _canonical(np.concatenate(arrays, axis))
+
+    @staticmethod
+    def squeeze(a, axis=None):
+        if not _host(a):
+            return jnp.squeeze(a, axis)
+        return _canonical(np.squeeze(a, axis))
+
+    @staticmethod
+    def array(a, *args, **kwargs):
+        if args or kwargs or not _host(a):
+            return jnp.array(a, *args, **kwargs)
+        return _canonical(a.copy())
+
+
 def install() -> bool:
-    """Give folx's ``jvp`` module the numpy-backed ``jnp``; False where that folx has none."""
+    """Give folx's ``jvp`` and ``utils`` modules the numpy-backed ``jnp``; False where that
+    folx has neither."""
     try:
-        from folx import jvp
+        from folx import jvp, utils
     except ImportError:  # pragma: no cover - folx is a dependency
         return False
-    if isinstance(getattr(jvp, "jnp", None), _JaxNumpy):
-        return True
-    if getattr(jvp, "jnp", None) is not jnp:
-        return False
-    jvp.jnp = _JaxNumpy()
-    return True
+    done = False
+    for module, shim in ((jvp, _JaxNumpy), (utils, _UtilsNumpy)):
+        if isinstance(getattr(module, "jnp", None), shim):
+            done = True
+        elif getattr(module, "jnp", None) is jnp:
+            module.jnp = shim()
+            done = True
+    return done
