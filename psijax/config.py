@@ -51,7 +51,9 @@ class Config:
     walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
-    burn_in_steps: int = 20  # the last 10 with the run's sampler (psijax.training.start)
+    burn_in_steps: int = 10  # the last 10 with the run's sampler (psijax.training.start)
+    # (pretraining leaves the walkers at Hartree-Fock's density, close to the network's;
+    # more steps, e.g. without pretraining, start with steps scaled to the nearest nucleus)
     optimizer: str = "spring"
     learning_rate: float | None = None  # None: the optimizer's default (psijax.registry)
     decay_steps: float = 1000.0

@@ -345,3 +345,26 @@ def test_envelopes_start_decaying_as_their_hartree_fock_orbitals(full_det):
     assert float(sigma[0, 1]) == pytest.approx(DECAY_FLOOR)  # an unbound orbital: the floor
     no_spectrum = HartreeFock(hf.mol, hf.coeff_up, hf.coeff_down, hf.energy)
     assert envelope_decays(net, params, no_spectrum) is params
+
+
+def test_pretraining_moves_the_walkers_by_hartree_focks_density(monkeypatch):
+    mol = preset("H")
+    net = tiny_net(mol)
+    params = net.init(jax.random.key(0))
+
+    def no_network(*_):
+        raise AssertionError("pretraining's sampler evaluated the network")
+
+    monkeypatch.setattr(type(net), "log_abs", no_network)
+    walkers = init_walkers(jax.random.key(1), mol, 1024)
+    _, walkers, _ = pretrain(jax.random.key(2), net, params, mol, walkers, steps=40)
+    r = np.linalg.norm(np.asarray(walkers)[:, 0] - np.asarray(mol.coords[0]), axis=-1)
+    # <r> and its spread under |phi|^2 of the UHF 1s orbital, by radial quadrature
+    grid = np.linspace(1e-4, 15.0, 6001)
+    points = np.zeros((grid.size, 1, 3))
+    points[:, 0, 2] = grid
+    up, _ = hartree_fock(mol).orbitals(points + np.asarray(mol.coords[0]))
+    density = up[:, 0, 0] ** 2 * grid**2
+    mean = np.trapezoid(density * grid, grid) / np.trapezoid(density, grid)
+    spread = np.sqrt(np.trapezoid(density * grid**2, grid) / np.trapezoid(density, grid) - mean**2)
+    assert abs(r.mean() - mean) < 4 * spread / np.sqrt(r.size), (r.mean(), mean)

@@ -42,7 +42,8 @@ HELP = {
     "pretrain_max_steps": "the most pretraining steps (default 10 x --pretrain-steps; "
     "--pretrain-steps or less: exactly that many)",
     "burn_in_steps": "MCMC burn-in steps before training: the last 10 with the run's "
-    "--sampler, the others with steps scaled to the nearest nucleus",
+    "--sampler, adapting its width, any before them with steps scaled to the nearest "
+    "nucleus (for walkers far from the density, e.g. with --pretrain-steps 0)",
     "optimizer": "optimizer",
     "learning_rate": "initial learning rate",
     "decay_steps": "learning rate decays as lr / (1 + step / decay_steps)",

@@ -2,9 +2,10 @@
 
 Hartree-Fock runs once on the host (``psijax.system.scf``). Each pretraining step evaluates
 the occupied HF orbitals at the current walkers, fits the network's orbital matrices to them,
-then moves the walkers by sampling the *network's* |psi|^2, so that the fit covers the region
-the network will be trained on afterwards. For networks on the shared orbital head the fit
-is variable projection: the head's projection, in which the orbitals are linear, is solved
+then moves the walkers by sampling Hartree-Fock's |psi|^2: the density the network is fitted
+to approach, fixed, and cheap (Gaussians and two small determinants; the network's density
+would take three network evaluations a step). For networks on the shared orbital head the
+fit is variable projection: the head's projection, in which the orbitals are linear, is solved
 by least squares at every step, and one Adam step moves the rest (features, envelopes);
 the envelopes start decaying as their HF orbitals do. Other networks take Adam steps on
 every parameter.
@@ -32,7 +33,7 @@ from psijax import precision, registry
 from psijax.ansatz.base import Ansatz, MolecularAnsatz
 from psijax.config import Config
 from psijax.parallel import cpu_codegen
-from psijax.parallel.batching import auto_chunk, map_walkers, on_every_device
+from psijax.parallel.batching import map_walkers, on_every_device
 from psijax.sampling import Sampler
 from psijax.system import Molecule
 from psijax.system.scf import HartreeFock, hartree_fock, hf_orbital_basis
@@ -164,17 +165,17 @@ CHUNK = 25
 # by more than TOLERANCE of the targets' own squared norm (about 0.7% in root mean square):
 # the mean loss of the newest chunk against the mean squared norm of its targets. Solving
 # the head by least squares (``fit_head``) with envelopes decaying as the HF orbitals do
-# (``envelope_decays``), N2 gets there in 100 steps and its first 10 training energies
-# average 0.2-0.3 Ha above Hartree-Fock's (two seeds; at 1e-4, 75 steps, 0.4-1.5 Ha above;
-# at 3e-5, 100-125 steps, the loss's noise decides which; docs/benchmarks.md, "N2's
+# (``envelope_decays``), N2 gets there in 75 steps and its first 10 training energies
+# average within 0.15 Ha of Hartree-Fock's (three seeds; docs/benchmarks.md, "N2's
 # launch"). LiH, Li and Be get there in 50.
 TOLERANCE = 5e-5
 # Pretraining of fewer steps than this is taken as asked, never extended.
 EXTEND_FROM = 50
-# Sampler moves per pretraining step. With steps scaled to the nearest nucleus (``sampler_of``)
-# 2 move N2's walkers with the density as 5 did, and pretraining's step costs 136 ms
-# instead of 220 (docs/benchmarks.md, "N2's launch").
-MOVES = 2
+# Sampler moves per pretraining step, by Hartree-Fock's density with steps scaled to the
+# nearest nucleus (``sampler_of``). With 2, N2's walkers were still short of the cores after
+# 100 steps (the targets' mean squared norm 31 against 48-52 at equilibrium), and the fit
+# ran 100 steps instead of 75 (docs/benchmarks.md, "N2's launch").
+MOVES = 5
 # Adam's step size. 1e-2 against the earlier 3e-3, default rule otherwise (2026-11-25,
 # docs/benchmarks.md "N2 at the defaults"): N2's loss after the extension 0.16 / 0.045
 # (500 / 525 steps) against 0.085 (650), its first 10 training energies 1.08 / 0.93 Ha
@@ -203,10 +204,15 @@ SAMPLER = "scaled-metropolis"
 
 def sampler_of(config: Config, molecule: Molecule, **settings) -> Sampler:
     """Pretraining's sampler ``SAMPLER``, whatever the run's, with pretraining's moves and
-    initial width; ``settings`` override them. Its walkers follow the network's density as
-    it changes, cores and valence alike, so burn-in starts near equilibrium."""
+    initial width; ``settings`` override them. Its steps bring cores and valence alike to
+    the density: Hartree-Fock's in pretraining, the network's at the start of burn-in."""
     settings = {"n_moves": MOVES, "initial_width": WIDTH, **settings}
     return registry.sampler(dataclasses.replace(config, sampler=SAMPLER), molecule, **settings)
+
+
+def _log_abs_det(orbitals: tuple[Array, Array]) -> Array:
+    """log|det| of the Hartree-Fock determinant from its spin blocks' orbital matrices."""
+    return sum(jnp.linalg.slogdet(o)[1] for o in orbitals if o.shape[-1])
 
 
 def _make_chunk(
@@ -214,7 +220,6 @@ def _make_chunk(
     optimizer: optax.GradientTransformation,
     targets: Callable[[Walkers], tuple[Array, Array]],
     sampler: Sampler,
-    chunk: int | None,
     sharding: jax.sharding.Sharding,
 ) -> Callable[..., tuple[Params, optax.OptState, Walkers, Any, Array]]:
     """Jitted: steps ``start .. start + count - 1`` (count <= CHUNK) of fit and move.
@@ -237,9 +242,9 @@ def _make_chunk(
             norm = sum(jnp.mean(jnp.sum(t**2, axis=(-2, -1))) for t in (up, down))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
-            log_abs = lambda x: map_walkers(net.log_abs, params, x, chunk_size=chunk)
+            hf_log_abs = lambda x: _log_abs_det(targets(x, coefficients))
             walkers, _, sampler_state, _ = sampler.step(
-                jax.random.fold_in(key, start + j), log_abs, walkers, log_abs(walkers),
+                jax.random.fold_in(key, start + j), hf_log_abs, walkers, hf_log_abs(walkers),
                 sampler_state,
             )  # fmt: skip
             losses = losses.at[j].set(loss.astype(losses.dtype))
@@ -305,9 +310,8 @@ def pretrain(
     opt_state = optimizer.init(params)
     walkers = jnp.asarray(walkers)
     sharding = walkers.sharding
-    chunk = auto_chunk(walkers.shape[0], len(sharding.device_set))
     targets, coefficients = hf_orbital_basis(hf)
-    run = _make_chunk(net, optimizer, targets, sampler, chunk, sharding)
+    run = _make_chunk(net, optimizer, targets, sampler, sharding)
     coefficients = _replicate(
         jax.tree.map(lambda c: np.asarray(c, walkers.dtype), coefficients), sharding
     )

@@ -1,10 +1,11 @@
 """A fresh run up to its first training step: initial parameters and walkers, Hartree-Fock
 pretraining, and burn-in, each phase under the step watch.
 
-Pretraining and the first part of burn-in move the walkers with steps scaled to each
+Pretraining moves the walkers by Hartree-Fock's density with steps scaled to each
 electron's distance from the nearest nucleus (``pretrain.sampler_of``), whatever the run's
-sampler: they bring the walkers to the network's density, cores and valence alike. The
-last ``ADAPT_STEPS`` steps of burn-in are the run's own sampler's, adapting its width.
+sampler, cores and valence alike; so do burn-in's steps before its last ``ADAPT_STEPS``
+(none at the default length), by the network's density. The last ``ADAPT_STEPS`` are the
+run's own sampler's, adapting its width.
 """
 
 from __future__ import annotations
