@@ -1,6 +1,7 @@
 """Walker-independent equations evaluated with numpy (psijax.laplacian._host_eval): the
-values JAX computes, in its dtypes; float-to-integer casts left to JAX; and the forward
-Laplacian of a network with constant masks the same to the bit either way."""
+values JAX computes, in its dtypes; float-to-integer casts, operations without a numpy rule
+and PRNG keys left to JAX; and the forward Laplacian of a network with constant masks the
+same to the bit either way."""
 
 import jax
 import jax.numpy as jnp
@@ -29,12 +30,15 @@ def test_host_evaluation_is_jax_evaluation():
         np.testing.assert_array_equal(g, np.asarray(e))
 
 
-def test_float_to_integer_casts_are_left_to_jax():
+def test_float_to_integer_casts_unknown_operations_and_keys_are_left_to_jax():
     closed = jax.make_jaxpr(lambda x: x.astype(jnp.int32))(jnp.float32(3e9))
     (eqn,) = closed.jaxpr.eqns
     assert _host_eval.evaluate(eqn, [np.float32(3e9)]) is None  # XLA saturates, numpy not
     exp = jax.make_jaxpr(jnp.exp)(1.0).jaxpr.eqns[0]
     assert _host_eval.evaluate(exp, [np.float32(1.0)]) is None  # no rule: JAX's
+    key = jax.random.key(0)
+    (spread,) = jax.make_jaxpr(lambda k: jnp.broadcast_to(k, (3,)))(key).jaxpr.eqns
+    assert _host_eval.evaluate(spread, [key]) is None  # an extended dtype
 
 
 def _masked(x):

@@ -24,7 +24,8 @@ def evaluate(eqn, invals: Sequence) -> list[np.ndarray] | None:
     """The outputs of ``eqn`` at the concrete ``invals``, each in its output's dtype; None
     where numpy does not compute that equation as XLA does."""
     rule = _RULES.get(eqn.primitive.name)
-    if rule is None:
+    plain = all(isinstance(v.aval.dtype, np.dtype) for v in (*eqn.invars, *eqn.outvars))
+    if rule is None or not plain:  # (PRNG keys and other extended dtypes: JAX's)
         return None
     args = [np.asarray(v, var.aval.dtype) for v, var in zip(invals, eqn.invars, strict=True)]
     try:
