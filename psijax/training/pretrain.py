@@ -230,6 +230,8 @@ def _make_chunk(
 
     @functools.partial(jax.jit, compiler_options=cpu_codegen.compiler_options())
     def run(key, start, count, params, opt_state, walkers, sampler_state, coefficients):
+        hf_log_abs = lambda x: _log_abs_det(targets(x, coefficients))
+
         def body(j, carry):
             params, opt_state, walkers, sampler_state, losses, norms = carry
             up, down = targets(walkers, coefficients)
@@ -242,10 +244,9 @@ def _make_chunk(
             norm = sum(jnp.mean(jnp.sum(t**2, axis=(-2, -1))) for t in (up, down))
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
-            hf_log_abs = lambda x: _log_abs_det(targets(x, coefficients))
-            walkers, _, sampler_state, _ = sampler.step(
-                jax.random.fold_in(key, start + j), hf_log_abs, walkers, hf_log_abs(walkers),
-                sampler_state,
+            walkers, _, sampler_state, _ = sampler.step(  # from the targets' own log|det|
+                jax.random.fold_in(key, start + j), hf_log_abs, walkers,
+                _log_abs_det((up, down)), sampler_state,
             )  # fmt: skip
             losses = losses.at[j].set(loss.astype(losses.dtype))
             norms = norms.at[j].set(norm.astype(norms.dtype))
