@@ -9,12 +9,14 @@ keys of ``--a`` and of ``--b`` (``key=value`` pairs over the defaults, values as
 would read them), compiles both, then alternates them step by step so that load from
 other jobs hits both alike, and prints one table: parameters, compile time, median and
 p10/p90 step time, and the ratio to a. Each ``--more`` adds a config (its pairs in one
-argument), timed in the same rotation (c, d, ...).
+argument), timed in the same rotation (c, d, ...). ``groups=N`` sets the step's walker
+groups (``psijax.training.groups``; 1: one program), which is not a config key.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -39,7 +41,9 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def _build(base: dict, pairs: list[str]):
-    config = config_lib.from_dict({**base, **_overrides(pairs)})
+    overrides = _overrides(pairs)
+    groups = overrides.pop("groups", None)  # the step's walker groups, not a config key
+    config = config_lib.from_dict({**base, **overrides})
     molecule = system.resolve(config.system, charge=config.charge, spin=config.spin,
                               unit=config.unit, ecp=config.ecp)  # fmt: skip
     mesh = parallel.make_mesh(config.devices)
@@ -50,7 +54,8 @@ def _build(base: dict, pairs: list[str]):
     optimizer = registry.optimizer(config)
     state = train_state(net, optimizer, params, walkers, keys[2], mesh=mesh)
     energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    step = make_step(net.log_abs, energy, optimizer, step_config(config), mesh, state,
+    settings = dataclasses.replace(step_config(config), groups=groups)
+    step = make_step(net.log_abs, energy, optimizer, settings, mesh, state,
                      registry.sampler(config, molecule))  # fmt: skip
     t = time.perf_counter()
     state, metrics = step(state)

@@ -61,6 +61,37 @@ def energy_stats(
     return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite, means)
 
 
+def make_local_energies(
+    local_energy: Callable[..., Array], *, chunk_size: int | None = None
+) -> Callable[..., tuple[Array, dict | None]]:
+    """``energies(params, walkers, key=None) -> (E_L per walker, aux or None)``.
+
+    A local energy that ``needs_key`` (``psijax.hamiltonian``) gets one key per walker,
+    split from ``key``; any other is called as ``local_energy(params, r)``. One with a
+    ``with_aux(params, r, key) -> (E_L, {name: array})`` method is called through it, and
+    its extra outputs per walker come as ``aux``. ``rows=(offset, total)``: the walkers
+    are those rows of a batch of ``total``, and take that batch's keys for their rows.
+    """
+    random = bool(getattr(local_energy, "needs_key", False))
+    with_aux = getattr(local_energy, "with_aux", None)
+    call = with_aux if with_aux is not None else local_energy
+
+    def energies_of(params: Params, walkers: Array, key: Array | None = None, rows=None):
+        if not random:
+            out = map_walkers(call, params, walkers, chunk_size=chunk_size)
+        else:
+            if key is None:
+                raise ValueError("this local energy draws random numbers: give the loss a key")
+            keys = jax.random.split(key, walkers.shape[0] if rows is None else rows[1])
+            if rows is not None:
+                keys = jax.lax.dynamic_slice_in_dim(keys, rows[0], walkers.shape[0])
+            one = lambda p, walker_key: call(p, *walker_key)
+            out = map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
+        return out if with_aux is not None else (out, None)
+
+    return energies_of
+
+
 def make_energy_loss(
     log_abs: Callable[[Params, Array], Array],
     local_energy: Callable[..., Array],
@@ -69,27 +100,11 @@ def make_energy_loss(
     chunk_size: int | None = None,
 ) -> Callable[..., tuple[Array, EnergyStats]]:
     """``loss(params, walkers, key=None) -> (energy, stats)`` whose gradient is the VMC
-    estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``.
-
-    A local energy that ``needs_key`` (``psijax.hamiltonian``) gets one key per walker,
-    split from ``key``; any other is called as ``local_energy(params, r)``. One with a
-    ``with_aux(params, r, key) -> (E_L, {name: array})`` method is called through it, and
-    the stats carry the walker means of its extra outputs (``EnergyStats.aux``).
+    estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``. The local energies are
+    ``make_local_energies``'; the stats carry the walker means of a ``with_aux`` local
+    energy's extra outputs (``EnergyStats.aux``).
     """
-    random = bool(getattr(local_energy, "needs_key", False))
-    with_aux = getattr(local_energy, "with_aux", None)
-    call = with_aux if with_aux is not None else local_energy
-
-    def energies_of(params: Params, walkers: Array, key: Array | None):
-        if not random:
-            out = map_walkers(call, params, walkers, chunk_size=chunk_size)
-        else:
-            if key is None:
-                raise ValueError("this local energy draws random numbers: give the loss a key")
-            keys = jax.random.split(key, walkers.shape[0])
-            one = lambda p, walker_key: call(p, *walker_key)
-            out = map_walkers(one, params, (walkers, keys), chunk_size=chunk_size)
-        return out if with_aux is not None else (out, None)
+    energies_of = make_local_energies(local_energy, chunk_size=chunk_size)
 
     @jax.custom_jvp
     def _loss(params: Params, walkers: Array, key: Array | None) -> tuple[Array, EnergyStats]:

@@ -34,9 +34,7 @@ class Sampler(Protocol):
         (walkers, their log|psi|, new state, statistics with an ``acceptance``)."""
 
 
-@functools.partial(
-    jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps")
-)
+@functools.partial(jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps"))
 def burn_in(
     key: Array, sampler: Sampler, log_abs: BatchLogAbs, walkers: Walkers, state: PyTree,
     *, n_steps: int, lead: Sampler | None = None, lead_steps: int = 0,
@@ -87,13 +85,16 @@ def reset_lost_walkers(walkers: Array, log_abs: Array) -> tuple[Array, Array, Ar
 
 def move(
     sampler: Sampler, key: Array, log_abs: BatchLogAbs, walkers: Walkers, log_abs_walkers: Array,
-    state: PyTree,
+    state: PyTree, rows: tuple[Array, int] | None = None,
 ) -> tuple[Walkers, Array, PyTree, Any, Array]:  # fmt: skip
     """One sampler step, then every lost walker restarted from a healthy one: (walkers,
     their log|psi|, sampler state, its statistics, walkers reset). What training's and
-    evaluation's steps do to their walkers."""
+    evaluation's steps do to their walkers. ``rows=(offset, total)`` (a ``Metropolis``
+    sampler's): the walkers are those rows of a larger batch, and move as they would in it
+    (``psijax.sampling.metropolis``)."""
+    extra = {} if rows is None else {"rows": rows}
     walkers, log_abs_walkers, state, stats = sampler.step(
-        key, log_abs, walkers, log_abs_walkers, state
+        key, log_abs, walkers, log_abs_walkers, state, **extra
     )
     walkers, log_abs_walkers, n_reset = reset_lost_walkers(walkers, log_abs_walkers)
     return walkers, log_abs_walkers, state, stats, n_reset

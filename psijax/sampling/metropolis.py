@@ -44,9 +44,9 @@ class Metropolis:
     def init(self, dtype=jnp.float32) -> Array:
         return jnp.asarray(self.initial_width, dtype)
 
-    def step(self, key, log_abs, walkers, log_abs_walkers, state):
+    def step(self, key, log_abs, walkers, log_abs_walkers, state, rows=None):
         walkers, log_abs_walkers, stats = metropolis(
-            key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei
+            key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei, rows
         )
         if self.adapt:
             state = adapt_width(state, stats.acceptance, target=self.target, rate=self.rate)
@@ -61,6 +61,7 @@ def metropolis(
     width: Array,
     n_moves: int,
     nuclei=None,
+    rows: tuple[Array, int] | None = None,
 ) -> tuple[Walkers, Array, MCMCStats]:
     """`n_moves` all-electron Gaussian moves of std `width` (bohr) per walker, each
     electron's std times ``step_scale`` when ``nuclei`` ``[atoms, 3]`` (bohr) are given.
@@ -69,6 +70,10 @@ def metropolis(
     for the proposal density q (symmetric without ``nuclei``); a proposal with a non-finite
     log|psi| is always rejected, and a walker whose own log|psi| is not finite takes any
     finite proposal. Returns (walkers, their log|psi|, stats).
+
+    ``rows=(offset, total)``: ``walkers`` are rows ``offset ...`` of a batch of ``total``
+    walkers, and draw that batch's random numbers for their rows, so that they move exactly
+    as they would in the whole batch (``psijax.training.groups``).
     """
     dtype = walkers.dtype
     width = jnp.asarray(width, dtype)
@@ -79,7 +84,7 @@ def metropolis(
     def move(i: Array, carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
         x, logp, n_accepted = carry
         k_step, k_accept = jax.random.split(jax.random.fold_in(key, i))
-        noise = jax.random.normal(k_step, x.shape, dtype)
+        noise = _draw(jax.random.normal, k_step, x.shape, dtype, rows)
         if nuclei is None:
             proposal, log_q = x + width * noise, 0.0
         else:
@@ -90,7 +95,7 @@ def metropolis(
             squared = jnp.sum(noise**2, axis=-1)
             log_q = jnp.sum(3.0 * jnp.log(ratio) + 0.5 * squared * (1 - ratio**2), axis=-1)
         logp_new = log_abs(proposal).astype(logp.dtype)
-        log_u = jnp.log(jax.random.uniform(k_accept, (n_walkers,), logp.dtype))
+        log_u = jnp.log(_draw(jax.random.uniform, k_accept, (n_walkers,), logp.dtype, rows))
         better = log_u < 2.0 * (logp_new - logp) + log_q
         accept = jnp.isfinite(logp_new) & (better | ~jnp.isfinite(logp))
         x = jnp.where(accept[:, None, None], proposal, x)
@@ -101,6 +106,15 @@ def metropolis(
     walkers, log_abs_walkers, n_accepted = jax.lax.fori_loop(0, n_moves, move, init)
     acceptance = n_accepted.astype(dtype) / max(n_walkers * n_moves, 1)
     return walkers, log_abs_walkers, MCMCStats(acceptance=acceptance)
+
+
+def _draw(sample, key: Array, shape: tuple, dtype, rows: tuple[Array, int] | None) -> Array:
+    """``sample(key, shape, dtype)``, or rows ``offset ...`` of it drawn for ``total`` rows."""
+    if rows is None:
+        return sample(key, shape, dtype)
+    offset, total = rows
+    whole = sample(key, (total, *shape[1:]), dtype)
+    return jax.lax.dynamic_slice_in_dim(whole, offset, shape[0])
 
 
 # ``step_scale``: an electron's distance to the nearest nucleus (bohr), clipped to this range.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,7 @@ class StepConfig:
     clip_scale: float | None = 5.0
     chunk_size: int | None = None
     jacobian_blocks: int = 1  # > 1: the jacobian is never formed whole (psijax/optim/jacobian.py)
+    groups: int | None = None  # walker groups run at once on one CPU device; None: automatic
 
 
 def make_step(
@@ -106,29 +108,17 @@ def make_step(
                 state.params, walkers, energy_key
             )
             extra = {}
-        if MESH in needs:  # the optimiser may split its work over the walker axis
-            extra.update(mesh=mesh, axis=parallel.WALKER_AXIS)
-        with jax.named_scope("optimizer"):
-            updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
-            params = optax.apply_updates(state.params, updates)
-        ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-        new_state = TrainState(
-            params=keep(params, state.params),
-            opt_state=keep(opt_state, state.opt_state),
-            walkers=walkers,
-            log_abs=log_abs_w,
-            width=width,
-            step=state.step + 1,
-            key=key,
+        moved = Moved(walkers, log_abs_w, width, moves, n_reset)
+        return finish(
+            optimizer, needs, mesh, estimators, state, key, moved, energy, stats, grads, extra
         )
-        values = StepValues(
-            params=new_state.params, walkers=walkers, energy=stats, moves=moves,
-            sampler_state=width, n_reset=n_reset, accepted=ok, grads=grads,
-        )  # fmt: skip
-        with jax.named_scope("metrics"):
-            return new_state, estimators_lib.metrics(estimators, values)
 
+    from psijax.training import groups  # it builds on this module's pieces
+
+    if groups.count(config, mesh, state_template, sampler, needs) > 1:
+        return groups.GroupedStep(
+            log_abs, local_energy, optimizer, config, mesh, state_template, sampler, estimators
+        )
     shardings = parallel.state_shardings(mesh, state_template)
     return jax.jit(
         step,
@@ -137,6 +127,47 @@ def make_step(
         donate_argnums=0,
         compiler_options=cpu_codegen.compiler_options(),
     )
+
+
+class Moved(NamedTuple):
+    """The MCMC's outcome in a step: ``sampling.move``'s outputs."""
+
+    walkers: Array
+    log_abs: Array
+    width: Array  # the sampler's state
+    moves: object  # its statistics
+    n_reset: Array
+
+
+def finish(
+    optimizer, needs, mesh: Mesh, estimators, state: TrainState, key: Array, moved: Moved,
+    energy: Array, stats: EnergyStats, grads: Params, extra: dict,
+) -> tuple[TrainState, Metrics]:  # fmt: skip
+    """The step after the walkers moved and the gradient is known: the optimiser's update,
+    the guard that keeps the old parameters on a non-finite energy, gradient or parameter,
+    the new state and the metrics."""
+    if MESH in needs:  # the optimiser may split its work over the walker axis
+        extra = extra | dict(mesh=mesh, axis=parallel.WALKER_AXIS)
+    with jax.named_scope("optimizer"):
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
+        params = optax.apply_updates(state.params, updates)
+    ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+    new_state = TrainState(
+        params=keep(params, state.params),
+        opt_state=keep(opt_state, state.opt_state),
+        walkers=moved.walkers,
+        log_abs=moved.log_abs,
+        width=moved.width,
+        step=state.step + 1,
+        key=key,
+    )
+    values = StepValues(
+        params=new_state.params, walkers=moved.walkers, energy=stats, moves=moved.moves,
+        sampler_state=moved.width, n_reset=moved.n_reset, accepted=ok, grads=grads,
+    )  # fmt: skip
+    with jax.named_scope("metrics"):
+        return new_state, estimators_lib.metrics(estimators, values)
 
 
 def _walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
