@@ -232,6 +232,10 @@ class _Compiled:
         parts = [run(self._indices[0])] + [f.result() for f in others]
         return self.combine(state, tuple(parts))
 
+    def as_text(self) -> str:
+        """The groups' program's HLO, then the combining program's."""
+        return self.group.as_text() + "\n" + self.combine.as_text()
+
     def memory_analysis(self):
         """The groups' plans and the combining program's together (they are alive at once)."""
         plans = [self.group.memory_analysis()] * len(self._indices)
