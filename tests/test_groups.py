@@ -42,6 +42,7 @@ def _same_steps(local_energy, n_walkers=16, steps=3):
     np.testing.assert_array_equal(jax.random.key_data(two.key), jax.random.key_data(one.key))
 
 
+@pytest.mark.compat
 def test_two_groups_take_the_one_program_steps():
     _same_steps(LOCAL_ENERGY)
 

@@ -24,7 +24,7 @@ import shutil  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
-from _clock import process_start_wall  # noqa: E402
+from _clock import fresh_run_dir, process_start_wall, write_timing  # noqa: E402
 
 _T_PROCESS = process_start_wall(_T_SCRIPT)
 
@@ -52,13 +52,7 @@ def _value(text: str):
 
 
 def main():
-    out = os.path.abspath(args.out)
-    if os.path.exists(out):
-        if os.listdir(out) and not os.path.exists(os.path.join(out, "train_stats.csv")):
-            sys.exit(
-                f"{out} is not empty and holds no earlier run of this driver: refusing to wipe it"
-            )
-        shutil.rmtree(out)
+    out = fresh_run_dir(args.out)
     extra = dict(item.split("=", 1) for item in args.extra)
     cache = tempfile.mkdtemp(prefix="psijax-peers-cache-")
     events = {"process_start": _T_PROCESS, "script_start": _T_SCRIPT, "imports_done": _T_IMPORTED}
@@ -87,23 +81,10 @@ def main():
             seconds = float(r["seconds"]) + offset
             writer.writerow([r["step"], r["energy"], r["variance"], f"{seconds:.4f}"])
     events["first_step_end"] = _T_PROCESS + float(rows[0]["seconds"]) + offset
-    info = {
-        "events_since_process_start": {
-            k: round(v - _T_PROCESS, 4) for k, v in sorted(events.items(), key=lambda kv: kv[1])
-        },
-        "argv": sys.argv,
-        "jax": jax.__version__,
-        "psijax": psijax.__version__,
-        "devices": [str(d) for d in jax.devices()],
-    }
-    with open(os.path.join(out, "timing.json"), "w") as f:
-        json.dump(info, f, indent=1)
-    ev = info["events_since_process_start"]
-    print(
-        f"launch (process exec) to first training step finished: {ev['first_step_end']:.2f} s",
-        flush=True,
-    )
-    print(f"run directory: {out}", flush=True)
+    write_timing(
+        out, events, _T_PROCESS, argv=sys.argv, jax=jax.__version__, psijax=psijax.__version__,
+        devices=[str(d) for d in jax.devices()],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
