@@ -33,7 +33,7 @@ import weakref
 import jax
 import jax.numpy as jnp
 
-from psijax import parallel, sampling
+from psijax import optim, parallel, sampling
 from psijax.optim import jacobian as jacobian_lib
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, PER_WALKER
 from psijax.optim.gradient import energy_stats, make_local_energies
@@ -82,8 +82,8 @@ def count(config: StepConfig, mesh, state_template: TrainState, sampler, needs) 
 
 
 def _chunk(config: StepConfig, n: int, groups: int) -> int | None:
-    """The walker chunk within a group: the step's own (``chunk_size``, or the automatic
-    chunk of all the walkers), so that a group evaluates the same chunks."""
+    """The walker chunk within a group: the step's own size (``chunk_size``, or the
+    automatic chunk of all the walkers), or None where a group fits in one chunk."""
     if config.chunk_size is not None:
         return config.chunk_size
     chunk = auto_chunk(n, 1)
@@ -92,9 +92,9 @@ def _chunk(config: StepConfig, n: int, groups: int) -> int | None:
 
 @dataclasses.dataclass
 class GroupedStep:
-    """``step(state) -> (state, metrics)`` like the one-program step's jit, built from one
-    program per walker group and a combining one; ``lower(state).compile()`` compiles them
-    (the groups' programs differ only in their slice of the walkers)."""
+    """``step(state) -> (state, metrics)`` like the one-program step's jit, built from the
+    groups' program (one for every group, the group an argument) and a combining one;
+    ``lower(state).compile()`` compiles both."""
 
     log_abs: object
     local_energy: object
@@ -106,8 +106,6 @@ class GroupedStep:
     estimators: tuple
 
     def __post_init__(self):
-        from psijax import optim
-
         self.needs = optim.needs_of(self.optimizer)
         self.n = self.state_template.walkers.shape[0]
         self.k = count(self.config, self.mesh, self.state_template, self.sampler, self.needs)

@@ -4,7 +4,9 @@
 MCMC moves, local energies, the VMC gradient, the optimiser update and a guard
 that rejects any update with a non-finite energy, gradient or parameter. The
 state is donated; the host loop (``psijax.run.loop``) fetches metrics one step late, so the
-device never waits for logging.
+device never waits for logging. On one CPU device with two cores or more the same step
+comes as ``psijax.training.groups.GroupedStep``: the walkers in two groups whose programs
+run at once on two threads, then a combining program (``finish``, shared).
 """
 
 from __future__ import annotations
