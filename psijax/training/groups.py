@@ -38,10 +38,10 @@ from psijax.optim import jacobian as jacobian_lib
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, PER_WALKER
 from psijax.optim.gradient import energy_stats, make_local_energies
 from psijax.parallel import cpu_codegen
-from psijax.parallel.batching import auto_chunk, map_walkers
+from psijax.parallel.batching import map_walkers
 from psijax.sampling.metropolis import Metropolis
-from psijax.training.step import Moved, StepConfig, finish
-from psijax.types import Array, TrainState
+from psijax.training.step import Moved, StepConfig, finish, streams, walker_chunk
+from psijax.types import TrainState
 
 GROUPS = 2  # per CPU device with two cores or more
 
@@ -77,17 +77,17 @@ def count(config: StepConfig, mesh, state_template: TrainState, sampler, needs) 
     cpu = mesh.devices.flat[0].platform == "cpu"
     if not (splittable and cpu and _cores() >= 2 and n % GROUPS == 0):
         return 1
-    chunk = _chunk(config, n, GROUPS)
+    chunk = _chunk(config, mesh, n, GROUPS)
     return GROUPS if chunk is None or (n // GROUPS) % chunk == 0 else 1
 
 
-def _chunk(config: StepConfig, n: int, groups: int) -> int | None:
-    """The walker chunk within a group: the step's own size (``chunk_size``, or the
-    automatic chunk of all the walkers), or None where a group fits in one chunk."""
-    if config.chunk_size is not None:
-        return config.chunk_size
-    chunk = auto_chunk(n, 1)
-    return None if chunk is None or chunk >= n // groups else chunk
+def _chunk(config: StepConfig, mesh, n: int, groups: int) -> int | None:
+    """The walker chunk within a group: the one-program step's (``walker_chunk``), or
+    None where a group of the automatic size fits in one chunk."""
+    chunk = walker_chunk(config, mesh, n)
+    if config.chunk_size is None and chunk is not None and chunk >= n // groups:
+        return None
+    return chunk
 
 
 @dataclasses.dataclass
@@ -109,24 +109,18 @@ class GroupedStep:
         self.needs = optim.needs_of(self.optimizer)
         self.n = self.state_template.walkers.shape[0]
         self.k = count(self.config, self.mesh, self.state_template, self.sampler, self.needs)
+        self.random = bool(getattr(self.local_energy, "needs_key", False))
         self._compiled = None
-
-    def _keys(self, key: Array) -> tuple[Array, Array, Array | None]:
-        """The step's streams as in the one-program step: (next key, MCMC, local energy)."""
-        if getattr(self.local_energy, "needs_key", False):
-            return tuple(jax.random.split(key, 3))
-        (key, mcmc_key), energy_key = jax.random.split(key), None
-        return key, mcmc_key, energy_key
 
     def _group(self):
         """The groups' program, ``group(params, walkers, width, key, g)``: group ``g``'s
         walkers moved, their local energies and jacobian (one program for every group)."""
         size = self.n // self.k
-        chunk = _chunk(self.config, self.n, self.k)
+        chunk = _chunk(self.config, self.mesh, self.n, self.k)
         energies_of = make_local_energies(self.local_energy, chunk_size=chunk)
 
         def group(params, walkers, width, key, g):
-            _, mcmc_key, energy_key = self._keys(key)
+            _, mcmc_key, energy_key = streams(key, self.random)
             rows = (g * size, self.n)  # the whole batch's random numbers for these rows
             mine = jax.lax.dynamic_slice_in_dim(walkers, rows[0], size)
             batch_log_abs = lambda w: map_walkers(self.log_abs, params, w, chunk_size=chunk)
@@ -170,7 +164,7 @@ class GroupedStep:
             grads = jac.rmatvec_like(state.params, (2.0 / n_finite) * stats.centered)
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
         extra = {k: v for k, v in extra.items() if k in self.needs}
-        key = self._keys(state.key)[0]
+        key = streams(state.key, self.random)[0]
         moved = Moved(walkers, log_abs, width, moves, n_reset)
         return finish(
             self.optimizer, self.needs, self.mesh, self.estimators, state, key, moved,
@@ -181,7 +175,7 @@ class GroupedStep:
         options = cpu_codegen.compiler_options()
         args = (state.params, state.walkers, state.width, state.key, jnp.int32(0))
         group = jax.jit(self._group(), compiler_options=options).lower(*args)
-        parts = (jax.eval_shape(self._group(), *args),) * self.k
+        parts = (group.out_info,) * self.k  # the groups' outputs, without tracing again
         shardings = parallel.state_shardings(self.mesh, self.state_template)
         combine = jax.jit(
             self._combine,

@@ -60,7 +60,7 @@ def make_step(
     """
     needs = optim.needs_of(optimizer)
     random = bool(getattr(local_energy, "needs_key", False))
-    chunk = _walker_chunk(config, mesh, state_template.walkers.shape[0])
+    chunk = walker_chunk(config, mesh, state_template.walkers.shape[0])
     loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
 
     def per_walker(
@@ -91,10 +91,7 @@ def make_step(
         return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
 
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
-        if random:  # the local energy draws: its own key, the other streams as before
-            key, mcmc_key, energy_key = jax.random.split(state.key, 3)
-        else:
-            (key, mcmc_key), energy_key = jax.random.split(state.key), None
+        key, mcmc_key, energy_key = streams(state.key, random)
         batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
@@ -129,6 +126,15 @@ def make_step(
         donate_argnums=0,
         compiler_options=cpu_codegen.compiler_options(),
     )
+
+
+def streams(key: Array, random: bool) -> tuple[Array, Array, Array | None]:
+    """A step's random streams from its state's key: (the next step's key, the MCMC's, the
+    local energy's, None unless it draws: ``random``)."""
+    if random:  # the local energy draws: its own key, the other streams as before
+        return tuple(jax.random.split(key, 3))
+    (key, mcmc_key), energy_key = jax.random.split(key), None
+    return key, mcmc_key, energy_key
 
 
 class Moved(NamedTuple):
@@ -172,7 +178,7 @@ def finish(
         return new_state, estimators_lib.metrics(estimators, values)
 
 
-def _walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
+def walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
     """The user's chunk size, or else the automatic one (``batching.auto_chunk``)."""
     if config.chunk_size is not None:
         return config.chunk_size
