@@ -88,13 +88,14 @@ class Run:
                                 start_new_session=True)  # fmt: skip
         return proc, log
 
-    def finish(self, name: str, proc, log, timeout: float) -> int | None:
-        """The exit code, or None when the part was stopped at its deadline."""
+    def finish(self, name: str, proc, log, timeout: float, stop=signal.SIGTERM) -> int | None:
+        """The exit code, or None when the part was stopped at its deadline (by ``stop``:
+        pytest, interrupted, still prints the failures so far)."""
         t = time.monotonic()
         try:
             code = proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, stop)
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -137,7 +138,10 @@ def side_jobs(args, only: set[str]) -> list[tuple[str, list[str]]]:
     py = sys.executable
     # pytest-benchmark (on some GPU images) warns under xdist, which the suite's
     # warnings-are-errors setting turns into an internal error: leave it out
-    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    # -v: each test's result as it ends (a run stopped at the deadline still says which
+    # failed); -rfE: the failures' summary, also when interrupted
+    pytest = [py, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider",
+              "-p", "no:benchmark"]  # fmt: skip
     tests = [*pytest, "-m", "compat", "-k", NOT_ON_ONE_GPU, "-n", "4", "tests/"]
     if args.quick:
         tests[tests.index("-k") + 1] += " and operator_results"
@@ -335,7 +339,8 @@ def main() -> None:
     run.record(dict(part="others paused", seconds=round(paused, 1)))
     for name in ("tests", "tests_precision", "precision"):
         if name in others:
-            run.finish(name, *others[name], run.left() - reserve)
+            stop = signal.SIGINT if name.startswith("tests") else signal.SIGTERM
+            run.finish(name, *others[name], run.left() - reserve - 10, stop=stop)
     if accuracy_run:
         accuracy_finish(run, *accuracy_run, args.run_dir, paused)
     tables(run)
