@@ -58,6 +58,11 @@ TIMED = dict(lih=60, lih_loop_factor=40, lih_tf32=40, n2_production=150,
 # other process to SMALL
 BIG = ("n2_production", "n2_production_highest", "c4h6_production")
 BIG_SHARE, SMALL = 0.84, "0.06"
+# the tests' programs without autotuning of the GPU's kernels (the compat selection, whose
+# programs each compile once, ran at seconds per compile and had not finished in 253 s on an
+# H200 with 4 workers); their timings are no figure, their results do not depend on it
+TESTS_XLA_FLAGS = "--xla_gpu_autotune_level=0"
+TEST_WORKERS = "8"  # compiling is the host's work: 16 cores there
 # tests that need several devices, a CPU or several processes
 NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
 
@@ -84,6 +89,8 @@ class Run:
         log.flush()
         fraction = self.big_fraction if big else SMALL
         env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": fraction}
+        if name.startswith("tests"):
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + TESTS_XLA_FLAGS).strip()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
                                 start_new_session=True)  # fmt: skip
         return proc, log
@@ -142,7 +149,7 @@ def side_jobs(args, only: set[str]) -> list[tuple[str, list[str]]]:
     # failed); -rfE: the failures' summary, also when interrupted
     pytest = [py, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider",
               "-p", "no:benchmark"]  # fmt: skip
-    tests = [*pytest, "-m", "compat", "-k", NOT_ON_ONE_GPU, "-n", "4", "tests/"]
+    tests = [*pytest, "-m", "compat", "-k", NOT_ON_ONE_GPU, "-n", TEST_WORKERS, "tests/"]
     if args.quick:
         tests[tests.index("-k") + 1] += " and operator_results"
     # the SPRING update's time at production sizes is a timed figure: measured alone with
