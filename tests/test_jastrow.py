@@ -46,6 +46,23 @@ def test_the_jastrow_gives_the_electron_electron_cusp():
         assert float(one) == 0.0
 
 
+def test_no_learnt_length_gives_the_factor_a_pole():
+    """exp(J) <= 1 and finite for lengths of either sign at every distance, also at r_ij =
+    -a, where a length that training took through zero put a pole (psi infinite there, and a
+    walker pair pinned to it by the sampler); positive lengths keep the published form."""
+    with jax.enable_x64(True):
+        base = jnp.zeros((2, 3), jnp.float64)
+        r_12 = jnp.concatenate([jnp.linspace(1e-6, 3.0, 3001), jnp.array([0.3, 0.2999999])])
+        for a in (-0.3, -1e-3, 0.0, 1e-3, 0.3, 2.0):
+            params = {"parallel": jnp.asarray(a), "anti": jnp.asarray(a)}
+            for n_up in (1, 2):
+                j = jax.vmap(lambda t, p=params, n=n_up: cusp.exponent(
+                    p, base.at[1, 0].set(t), n))(r_12)  # fmt: skip
+                assert bool(jnp.all(jnp.isfinite(j))) and float(jnp.max(j)) <= 0.0, (a, n_up)
+                c = 0.5 if n_up == 1 else 0.25
+                np.testing.assert_allclose(j, -c * a**2 / (abs(a) + r_12), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kind", ["ferminet", "psiformer"])
 def test_both_ansaetze_multiply_by_it_by_default(kind):
     """log|psi| with the factor is log|psi| without it plus J, the sign unchanged; the
@@ -89,4 +106,3 @@ def test_a_ferminet_run_saved_before_it_had_the_jastrow_resumes_and_loads_withou
     psijax.train(out=new, steps=4, **TINY)
     loaded = psijax.load(new)
     assert loaded.network.jastrow is True and "jastrow" in loaded.params
-

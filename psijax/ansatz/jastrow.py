@@ -4,7 +4,8 @@
 
 dJ/dr_ij at r_ij = 0 is c: the exact cusp (Kato), so the Coulomb term 1/r_ij of the local
 energy is cancelled by the kinetic energy's where two electrons meet, whatever the network
-learns; one learnt length a per spin pairing, starting at ``LENGTH``. Without it a network has
+learns; one learnt length a per spin pairing, starting at ``LENGTH`` (its size |a| in the
+denominator, so that no sign of a makes a pole). Without it a network has
 only |r_ij|'s kink in its inputs to learn the cusp from: FermiNet's Li, trained 1,440
 steps, had two opposite-spin electrons meet 0.002 bohr apart with E_L = +58 Ha (the
 electron-electron term +477, the kinetic energy -215), and that one walker moved two
@@ -40,8 +41,12 @@ def exponent(params: Params, r: Array, n_up: int) -> Array:
     same = (spin[:, None] == spin[None, :]).astype(r.dtype)
     upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
     a_par, a_anti = params["parallel"], params["anti"]
-    par = -0.25 * a_par**2 / (a_par + r_ee)
-    anti = -0.5 * a_anti**2 / (a_anti + r_ee)
+    r_ee = jnp.where(upper > 0, r_ee, 1.0)  # the pairs only: no 0 / 0 at r_ii when a = 0
+    # |a| + r_ij: a length that training takes through zero would otherwise put a pole at
+    # r_ij = -a, where psi is infinite (MCMC then pins a walker pair there); with |a| the
+    # factor is exp(J) <= 1 for any lengths, and the same as written above for a > 0
+    par = -0.25 * a_par**2 / (jnp.abs(a_par) + r_ee)
+    anti = -0.5 * a_anti**2 / (jnp.abs(a_anti) + r_ee)
     return jnp.sum(upper * (same * par + (1.0 - same) * anti))
 
 
