@@ -48,8 +48,8 @@ def test_the_jastrow_gives_the_electron_electron_cusp():
 
 def test_no_learnt_length_gives_the_factor_a_pole():
     """exp(J) <= 1 and finite for lengths of either sign at every distance, also at r_ij =
-    -a, where a length that training took through zero put a pole (psi infinite there, and a
-    walker pair pinned to it by the sampler); positive lengths keep the published form."""
+    -a, where a length that training took through zero put a pole (psi infinite there);
+    positive lengths keep the published form."""
     with jax.enable_x64(True):
         base = jnp.zeros((2, 3), jnp.float64)
         r_12 = jnp.concatenate([jnp.linspace(1e-6, 3.0, 3001), jnp.array([0.3, 0.2999999])])

@@ -43,8 +43,8 @@ def exponent(params: Params, r: Array, n_up: int) -> Array:
     a_par, a_anti = params["parallel"], params["anti"]
     r_ee = jnp.where(upper > 0, r_ee, 1.0)  # the pairs only: no 0 / 0 at r_ii when a = 0
     # |a| + r_ij: a length that training takes through zero would otherwise put a pole at
-    # r_ij = -a, where psi is infinite (MCMC then pins a walker pair there); with |a| the
-    # factor is exp(J) <= 1 for any lengths, and the same as written above for a > 0
+    # r_ij = -a, where psi is infinite (a tiny N2 run's steps were all rejected from there
+    # on: docs/benchmarks.md); with |a|, exp(J) <= 1 for any lengths, as written above for a > 0
     par = -0.25 * a_par**2 / (jnp.abs(a_par) + r_ee)
     anti = -0.5 * a_anti**2 / (jnp.abs(a_anti) + r_ee)
     return jnp.sum(upper * (same * par + (1.0 - same) * anti))
