@@ -41,7 +41,9 @@ def exponent(params: Params, r: Array, n_up: int) -> Array:
     same = (spin[:, None] == spin[None, :]).astype(r.dtype)
     upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
     a_par, a_anti = params["parallel"], params["anti"]
-    r_ee = jnp.where(upper > 0, r_ee, 1.0)  # the pairs only: no 0 / 0 at r_ii when a = 0
+    # 1 added off the pairs (i < j): no 0 / 0 at r_ii when a = 0 (an add, not a select on a
+    # constant, through which folx's sparse Laplacian could not follow and went dense)
+    r_ee = r_ee + (1.0 - upper)
     # |a| + r_ij: a length that training takes through zero would otherwise put a pole at
     # r_ij = -a, where psi is infinite (a tiny N2 run's steps were all rejected from there
     # on: docs/benchmarks.md); with |a|, exp(J) <= 1 for any lengths, as written above for a > 0
