@@ -234,12 +234,14 @@ def test_a_run_with_an_ecp_trains_evaluates_and_loads(tmp_path, capsys):
     assert np.isfinite(forces["force_hf_0_z"]).all() and np.isfinite(forces["force_hf_0_x"]).all()
 
 
-def test_dry_run_names_the_ecp_atoms_and_their_cores(capsys):
+def test_dry_run_names_the_ecp_atoms_and_their_cores(capsys, tmp_path, monkeypatch):
     from psijax.cli import main
 
+    monkeypatch.chdir(tmp_path)  # the default --out, runs/psijax, may hold a user's run here
     code = main(["train", "--system", "Na 0 0 0; Cl 0 0 4.46", "--ecp", "ccecp", "--dry-run"])
     text = capsys.readouterr().out
     assert code in (0, None)
+    assert list(tmp_path.iterdir()) == []
     assert "electrons      8: 4 up, 4 down (valence)" in text
     assert "ecp            Na1 Cl2 ccecp (10 + 10 core electrons)" in text
     assert "UHF/ccecp-cc-pvdz" in text
