@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import os
 import types
 import weakref
 
@@ -39,18 +38,12 @@ from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, PER_WALKER
 from psijax.optim.gradient import energy_stats, make_local_energies
 from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
+from psijax.parallel.cpu_pool import cores as _cores
 from psijax.sampling.metropolis import Metropolis
 from psijax.training.step import Moved, StepConfig, finish, streams, walker_chunk
 from psijax.types import TrainState
 
 GROUPS = 2  # per CPU device with two cores or more
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def count(config: StepConfig, mesh, state_template: TrainState, sampler, needs) -> int:
