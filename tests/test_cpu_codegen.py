@@ -33,16 +33,21 @@ def test_the_elemental_emitters_on_a_cpu_whose_jaxlib_has_them(fresh):
     except jax.errors.JaxRuntimeError:
         known = False
     assert known or jax.__version_info__ >= (0, 12)
-    assert cpu_codegen.compiler_options() == ({cpu_codegen.OPTION: False} if known else {})
+    level = {cpu_codegen.LEVEL: cpu_codegen.CODE_LEVEL}
+    assert cpu_codegen.compiler_options() == ({cpu_codegen.OPTION: False} if known else {}) | level
 
 
 def test_the_users_xla_flags_are_kept(fresh):
     fresh.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
-    assert cpu_codegen.compiler_options() == {}
+    assert cpu_codegen.OPTION not in cpu_codegen.compiler_options()
+    cpu_codegen.compiler_options.cache_clear()
+    fresh.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert cpu_codegen.LEVEL not in cpu_codegen.compiler_options()
 
 
 def test_an_option_this_jaxlib_lacks_is_left_out(fresh):
     fresh.setattr(cpu_codegen, "OPTION", "xla_cpu_no_such_option")
+    fresh.setattr(cpu_codegen, "LEVEL", "xla_no_such_level")
     assert cpu_codegen.compiler_options() == {}
 
 
@@ -52,9 +57,9 @@ def test_no_option_off_the_cpu(fresh):
 
 
 def test_the_kinetic_energy_agrees_with_the_fusion_emitters(fresh):
-    """The two code generators give the forward Laplacian's float32 kinetic energy to
-    float32 rounding (the accuracy near nodes with psijax's choice:
-    tests/test_laplacian_accuracy.py)."""
+    """The two code generators (and LLVM's two optimisation levels) give the forward
+    Laplacian's float32 kinetic energy to float32 rounding (the accuracy near nodes with
+    psijax's choice: tests/test_laplacian_accuracy.py)."""
     net = FermiNet(2, 1, ((0.0, 0.0, 0.0), (0.0, 0.0, 1.5)), layers=((16, 4),))
     params = net.init(jax.random.PRNGKey(0), jnp.float32)
     walkers = jax.random.normal(jax.random.PRNGKey(1), (16, 3, 3), jnp.float32)

@@ -7,10 +7,18 @@ in 0.72x the time (10.9 -> 7.8 s), N2's in 0.81x, the steps take 0.90-0.99x as l
 first LiH launch reaches its first training step in 0.75x the time; the float32 kinetic
 energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation").
 
-``compiler_options()`` gives the option to pass per program (``jax.jit(...,
+LLVM then optimises the generated code at level 1 (``xla_backend_optimization_level``)
+instead of XLA's default 3. The code runs as fast and compiles in less CPU time: LiH's
+grouped training step 0.95x / 0.99x / 0.99x as long at level 1 in three A/B runs, its groups'
+program 4.3-5.4 against 6.2-6.6 CPU-s, the combining one 3.7 against 4.5, pretraining's
+program 3.45 against 4.5 and burn-in's 1.7 against 2.3; N2's groups' program 9.3 against
+11.8 CPU-s at the same step time. Level 0 compiles in a quarter of the time but runs 2.3x as
+long (docs/benchmarks.md, "Launch").
+
+``compiler_options()`` gives the options to pass per program (``jax.jit(...,
 compiler_options=...)`` or ``Lowered.compile``), never globally: only on a CPU backend, only
-where this jaxlib knows it (0.8-0.11 do; 0.12 refuses it by name), and never against the
-user's own ``XLA_FLAGS`` setting of it.
+where this jaxlib knows them (0.8-0.11 know both; 0.12 refuses the emitters' by name), and
+never against the user's own ``XLA_FLAGS`` setting of either.
 """
 
 from __future__ import annotations
@@ -19,19 +27,23 @@ import functools
 import os
 
 OPTION = "xla_cpu_use_fusion_emitters"
+LEVEL = "xla_backend_optimization_level"
+CODE_LEVEL = 1
 
 
 @functools.cache
-def compiler_options() -> dict[str, bool]:
+def compiler_options() -> dict[str, bool | int]:
     """The compile options for psijax's training, pretraining, burn-in and evaluation
     programs on this process's default backend ({} off the CPU)."""
     import jax
 
-    if jax.default_backend() != "cpu" or OPTION in os.environ.get("XLA_FLAGS", ""):
+    if jax.default_backend() != "cpu":
         return {}
-    options = {OPTION: False}
-    try:  # a jaxlib without the option rejects it by name
-        jax.jit(lambda x: x + 1, compiler_options=options).lower(0.0).compile()
-    except jax.errors.JaxRuntimeError:  # "No such compile option": leave XLA's default
-        return {}
+    flags = os.environ.get("XLA_FLAGS", "")
+    options = {k: v for k, v in ((OPTION, False), (LEVEL, CODE_LEVEL)) if k not in flags}
+    for name in list(options):
+        try:  # a jaxlib without the option rejects it by name
+            jax.jit(lambda x: x + 1, compiler_options={name: options[name]}).lower(0.0).compile()
+        except jax.errors.JaxRuntimeError:  # "No such compile option": leave XLA's default
+            del options[name]
     return options
