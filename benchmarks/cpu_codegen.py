@@ -1,12 +1,15 @@
-"""XLA's CPU code generation: psijax's choice (the elemental emitters) against XLA's default
-(the fusion emitters), in compile time, step time and a first launch.
+"""XLA's CPU code generation: one of psijax's choices against XLA's default, in compile
+time, step time and a first launch. ``--option emitters``: the elemental emitters against
+the fusion emitters; ``--option level``: LLVM's optimisation level 1 against 3.
 
-    python benchmarks/cpu_codegen.py [--cases LiH:ferminet,LiH:psiformer,N2:ferminet]
+    python benchmarks/cpu_codegen.py [--option emitters|level]
+                                     [--cases LiH:ferminet,LiH:psiformer,N2:ferminet]
                                      [--rounds 2] [--launches 3] [--steps 20]
 
 Each measurement runs in its own process (nothing cached), the two settings alternating:
 psijax's (``psijax.parallel.cpu_codegen``) and XLA's default, asked for by the user's own
-``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true`` (which psijax then keeps).
+``XLA_FLAGS`` (``--xla_cpu_use_fusion_emitters=true`` or ``--xla_backend_optimization_level=3``,
+which psijax then keeps).
 
 - step: the default job of each case at psijax's default sizes with random parameters
   (benchmarks/step_profile.py's ``random_job``), its training step lowered and compiled as
@@ -30,7 +33,15 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_FLAG = "--xla_cpu_use_fusion_emitters=true"
+# per option: XLA's default as the user's flag, and the names of the two settings
+OPTIONS = {
+    "emitters": (
+        "--xla_cpu_use_fusion_emitters=true",
+        "fusion (XLA default)",
+        "elemental (psijax)",
+    ),
+    "level": ("--xla_backend_optimization_level=3", "level 3 (XLA default)", "level 1 (psijax)"),
+}
 
 
 def default_step(system: str, ansatz: str):
@@ -62,16 +73,17 @@ def step_row(system: str, ansatz: str, steps: int) -> dict:
     return dict(lower_s=t1 - t, compile_s=t2 - t1, step_s=median_step(compiled, state, steps))
 
 
-def alternating_row(system: str, ansatz: str, steps: int) -> dict:
-    """The step compiled both ways in one process, then called alternately (load from
-    other work hits both alike): median step seconds of each."""
+def alternating_row(option: str, system: str, ansatz: str, steps: int) -> dict:
+    """The step compiled both ways in one process (True: XLA's default), then called
+    alternately (load from other work hits both alike): median step seconds of each."""
     import jax
 
     from psijax.parallel import cpu_codegen
 
     step, state = default_step(system, ansatz)
     lowered = step.lower(state)
-    compiled = {x: lowered.compile({cpu_codegen.OPTION: x}) for x in (True, False)}
+    default = {"emitters": {cpu_codegen.OPTION: True}, "level": {cpu_codegen.LEVEL: 3}}[option]
+    compiled = {True: lowered.compile(default), False: lowered.compile()}
     walls = {True: [], False: []}
     states = {x: jax.tree.map(lambda a: a.copy(), state) for x in (True, False)}
     for i in range(2 * steps + 2):
@@ -82,7 +94,7 @@ def alternating_row(system: str, ansatz: str, steps: int) -> dict:
         if i >= 2:  # each variant's first call
             walls[x].append(time.perf_counter() - s)
     median = {x: statistics.median(w) for x, w in walls.items()}
-    return dict(fusion_s=median[True], elemental_s=median[False])
+    return dict(default_s=median[True], psijax_s=median[False])
 
 
 def launch_row() -> dict:
@@ -100,9 +112,9 @@ def launch_row() -> dict:
     return dict(launch_s=first[0] - start, cpu_s=usage.ru_utime + usage.ru_stime)
 
 
-def run(what: list[str], default: bool) -> dict:
+def run(what: list[str], default: bool, option: str) -> dict:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + DEFAULT_FLAG * default).strip()
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + OPTIONS[option][0] * default).strip()
     done = subprocess.run([sys.executable, __file__, "--row", *what], env=env, check=True,
                           capture_output=True, text=True)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -110,6 +122,7 @@ def run(what: list[str], default: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--option", choices=sorted(OPTIONS), default="emitters")
     parser.add_argument("--cases", default="LiH:ferminet,LiH:psiformer,N2:ferminet")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--launches", type=int, default=3)
@@ -118,8 +131,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.row:
         kind, *rest = args.row
-        rows = dict(launch=launch_row, step=step_row, alternating=alternating_row)
-        row = rows[kind](*rest[:2], int(rest[2])) if rest else rows[kind]()
+        if kind == "alternating":
+            row = alternating_row(*rest[:3], int(rest[3]))
+        else:
+            rows = dict(launch=launch_row, step=step_row)
+            row = rows[kind](*rest[:2], int(rest[2])) if rest else rows[kind]()
         print(json.dumps(row), flush=True)
         return
     import jax
@@ -130,7 +146,9 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {_cpu_name()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}, jax {jax.__version__}; command: "
           f"python benchmarks/cpu_codegen.py {' '.join(sys.argv[1:])}")  # fmt: skip
-    print("\n| case | emitters | lower s | compile s | median step s |\n|---|---|---|---|---|")
+    _, default_name, psijax_name = OPTIONS[args.option]
+    print(f"\n| case | {args.option} | lower s | compile s | median step s |"
+          "\n|---|---|---|---|---|")  # fmt: skip
     ratios = []
     for case in args.cases.split(","):
         system, ansatz = case.split(":")
@@ -138,29 +156,30 @@ def main() -> None:
         rows = {True: [], False: []}
         for _ in range(args.rounds):
             for default in (True, False):
-                rows[default].append(run(["step", system, ansatz, str(steps)], default))
+                row = run(["step", system, ansatz, str(steps)], default, args.option)
+                rows[default].append(row)
         for default in (True, False):
             med = {k: statistics.median(r[k] for r in rows[default]) for k in rows[default][0]}
             rows[default] = med
-            name = "fusion (XLA default)" if default else "elemental (psijax)"
+            name = default_name if default else psijax_name
             print(f"| {case} | {name} | {med['lower_s']:.2f} | {med['compile_s']:.2f} "
                   f"| {med['step_s']:.4f} |")  # fmt: skip
-        ab = run(["alternating", system, ansatz, str(2 * steps)], False)
+        ab = run(["alternating", args.option, system, ansatz, str(2 * steps)], False, args.option)
         ratios.append((case, rows[False]["compile_s"] / rows[True]["compile_s"], ab))
     print("\n| case | compile, psijax / default | step alternating in one process: default / "
           "psijax s | ratio |\n|---|---|---|---|")  # fmt: skip
     for case, c, ab in ratios:
-        print(f"| {case} | {c:.2f}x | {ab['fusion_s']:.4f} / {ab['elemental_s']:.4f} | "
-              f"{ab['elemental_s'] / ab['fusion_s']:.2f}x |")  # fmt: skip
+        print(f"| {case} | {c:.2f}x | {ab['default_s']:.4f} / {ab['psijax_s']:.4f} | "
+              f"{ab['psijax_s'] / ab['default_s']:.3f}x |")  # fmt: skip
     if args.launches:
         print("\n| LiH first launch (empty cache) | to the first step's metrics, s | CPU s |"
               "\n|---|---|---|")  # fmt: skip
         launches = {True: [], False: []}
         for _ in range(args.launches):
             for default in (True, False):
-                r = run(["launch"], default)
+                r = run(["launch"], default, args.option)
                 launches[default].append(r)
-                print(f"| {'fusion (XLA default)' if default else 'elemental (psijax)'} | "
+                print(f"| {default_name if default else psijax_name} | "
                       f"{r['launch_s']:.1f} | {r['cpu_s']:.1f} |", flush=True)  # fmt: skip
         med = {d: statistics.median(r["launch_s"] for r in launches[d]) for d in launches}
         print(

@@ -189,11 +189,12 @@ class _Lowered:
     combine: object
     k: int
 
-    def compile(self) -> _Compiled:
+    def compile(self, compiler_options: dict | None = None) -> _Compiled:
+        """Both programs compiled, with ``compiler_options`` over the step's own."""
         # the groups' program and the combining one compile at once, one thread each
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            combine = pool.submit(self.combine.compile)
-            group = self.group.compile()
+            combine = pool.submit(self.combine.compile, compiler_options)
+            group = self.group.compile(compiler_options)
             return _Compiled(group, combine.result(), self.k)
 
 
