@@ -1,19 +1,22 @@
-"""XLA's CPU code generation: one of psijax's choices against XLA's default, in compile
-time, step time and a first launch. ``--option emitters``: the elemental emitters against
-the fusion emitters; ``--option level``: LLVM's optimisation level 1 against 3.
+"""XLA's CPU code generation: psijax's choices against others, in compile time, step time
+and a first launch. ``--option emitters``: the elemental emitters (psijax's) against the
+fusion emitters (XLA's default); ``--option level``: LLVM's optimisation level, psijax's
+(XLA's default 3 for the training step, 1 for pretraining and burn-in) against 3 and 1
+for every program.
 
     python benchmarks/cpu_codegen.py [--option emitters|level]
                                      [--cases LiH:ferminet,LiH:psiformer,N2:ferminet]
                                      [--rounds 2] [--launches 3] [--steps 20]
 
-Each measurement runs in its own process (nothing cached), the two settings alternating:
-psijax's (``psijax.parallel.cpu_codegen``) and XLA's default, asked for by the user's own
-``XLA_FLAGS`` (``--xla_cpu_use_fusion_emitters=true`` or ``--xla_backend_optimization_level=3``,
-which psijax then keeps).
+Each measurement runs in its own process (nothing cached), the settings alternating:
+psijax's (``psijax.parallel.cpu_codegen``) and the others, asked for by the user's own
+``XLA_FLAGS`` (``--xla_cpu_use_fusion_emitters=true``, ``--xla_backend_optimization_level=N``),
+which psijax then keeps.
 
 - step: the default job of each case at psijax's default sizes with random parameters
   (benchmarks/step_profile.py's ``random_job``), its training step lowered and compiled as
-  ``make_step`` builds it, then the median of ``--steps`` steps;
+  ``make_step`` builds it, then the median of ``--steps`` steps; and the step compiled
+  with each setting in one process, called alternately;
 - launch: ``psijax.train(system="LiH", steps=3, compilation_cache="")``, seconds from the
   process's exec to the first training step's metrics (they arrive one step late) and the
   process's CPU seconds.
@@ -33,15 +36,24 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# per option: XLA's default as the user's flag, and the names of the two settings
+# per option: (name, the user's XLA_FLAGS asking for it) of the settings other than psijax's;
+# the step's rows compare psijax's with the first, the launch's with all
 OPTIONS = {
-    "emitters": (
-        "--xla_cpu_use_fusion_emitters=true",
-        "fusion (XLA default)",
-        "elemental (psijax)",
-    ),
-    "level": ("--xla_backend_optimization_level=3", "level 3 (XLA default)", "level 1 (psijax)"),
+    "emitters": [("fusion (XLA default)", "--xla_cpu_use_fusion_emitters=true")],
+    "level": [
+        ("level 1 everywhere", "--xla_backend_optimization_level=1"),
+        ("level 3 everywhere (XLA default)", "--xla_backend_optimization_level=3"),
+    ],
 }
+PSIJAX = "psijax"
+
+
+def _options(flag: str) -> dict:
+    """``--name=value`` as compile options."""
+    name, value = flag.removeprefix("--").split("=")
+    return {
+        name: {"true": True, "false": False}.get(value, int(value) if value.isdigit() else value)
+    }
 
 
 def default_step(system: str, ansatz: str):
@@ -73,17 +85,15 @@ def step_row(system: str, ansatz: str, steps: int) -> dict:
     return dict(lower_s=t1 - t, compile_s=t2 - t1, step_s=median_step(compiled, state, steps))
 
 
-def alternating_row(option: str, system: str, ansatz: str, steps: int) -> dict:
-    """The step compiled both ways in one process (True: XLA's default), then called
-    alternately (load from other work hits both alike): median step seconds of each."""
+def alternating_row(flag: str, system: str, ansatz: str, steps: int) -> dict:
+    """The step compiled psijax's way and with ``flag``'s options in one process, then
+    called alternately (load from other work hits both alike): median step seconds of each
+    (``other``: with ``flag``)."""
     import jax
-
-    from psijax.parallel import cpu_codegen
 
     step, state = default_step(system, ansatz)
     lowered = step.lower(state)
-    default = {"emitters": {cpu_codegen.OPTION: True}, "level": {cpu_codegen.LEVEL: 3}}[option]
-    compiled = {True: lowered.compile(default), False: lowered.compile()}
+    compiled = {True: lowered.compile(_options(flag)), False: lowered.compile()}
     walls = {True: [], False: []}
     states = {x: jax.tree.map(lambda a: a.copy(), state) for x in (True, False)}
     for i in range(2 * steps + 2):
@@ -94,7 +104,7 @@ def alternating_row(option: str, system: str, ansatz: str, steps: int) -> dict:
         if i >= 2:  # each variant's first call
             walls[x].append(time.perf_counter() - s)
     median = {x: statistics.median(w) for x, w in walls.items()}
-    return dict(default_s=median[True], psijax_s=median[False])
+    return dict(other_s=median[True], psijax_s=median[False])
 
 
 def launch_row() -> dict:
@@ -112,9 +122,9 @@ def launch_row() -> dict:
     return dict(launch_s=first[0] - start, cpu_s=usage.ru_utime + usage.ru_stime)
 
 
-def run(what: list[str], default: bool, option: str) -> dict:
+def run(what: list[str], flag: str) -> dict:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + OPTIONS[option][0] * default).strip()
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flag).strip()
     done = subprocess.run([sys.executable, __file__, "--row", *what], env=env, check=True,
                           capture_output=True, text=True)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -146,46 +156,46 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {_cpu_name()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}, jax {jax.__version__}; command: "
           f"python benchmarks/cpu_codegen.py {' '.join(sys.argv[1:])}")  # fmt: skip
-    _, default_name, psijax_name = OPTIONS[args.option]
+    others = OPTIONS[args.option]
+    other_name, other_flag = others[0]
     print(f"\n| case | {args.option} | lower s | compile s | median step s |"
           "\n|---|---|---|---|---|")  # fmt: skip
     ratios = []
     for case in args.cases.split(","):
         system, ansatz = case.split(":")
         steps = args.steps if system != "N2" else max(args.steps // 4, 3)
-        rows = {True: [], False: []}
+        settings = {other_name: other_flag, PSIJAX: ""}
+        rows = {name: [] for name in settings}
         for _ in range(args.rounds):
-            for default in (True, False):
-                row = run(["step", system, ansatz, str(steps)], default, args.option)
-                rows[default].append(row)
-        for default in (True, False):
-            med = {k: statistics.median(r[k] for r in rows[default]) for k in rows[default][0]}
-            rows[default] = med
-            name = default_name if default else psijax_name
+            for name, flag in settings.items():
+                rows[name].append(run(["step", system, ansatz, str(steps)], flag))
+        for name in settings:
+            med = {k: statistics.median(r[k] for r in rows[name]) for k in rows[name][0]}
+            rows[name] = med
             print(f"| {case} | {name} | {med['lower_s']:.2f} | {med['compile_s']:.2f} "
                   f"| {med['step_s']:.4f} |")  # fmt: skip
-        ab = run(["alternating", args.option, system, ansatz, str(2 * steps)], False, args.option)
-        ratios.append((case, rows[False]["compile_s"] / rows[True]["compile_s"], ab))
-    print("\n| case | compile, psijax / default | step alternating in one process: default / "
-          "psijax s | ratio |\n|---|---|---|---|")  # fmt: skip
+        ab = run(["alternating", other_flag.removeprefix("--"), system, ansatz, str(2 * steps)], "")
+        ratios.append((case, rows[PSIJAX]["compile_s"] / rows[other_name]["compile_s"], ab))
+    print(f"\n| case | compile, psijax / {other_name} | step alternating in one process: "
+          f"{other_name} / psijax s | ratio |\n|---|---|---|---|")  # fmt: skip
     for case, c, ab in ratios:
-        print(f"| {case} | {c:.2f}x | {ab['default_s']:.4f} / {ab['psijax_s']:.4f} | "
-              f"{ab['psijax_s'] / ab['default_s']:.3f}x |")  # fmt: skip
+        print(f"| {case} | {c:.2f}x | {ab['other_s']:.4f} / {ab['psijax_s']:.4f} | "
+              f"{ab['psijax_s'] / ab['other_s']:.3f}x |")  # fmt: skip
     if args.launches:
         print("\n| LiH first launch (empty cache) | to the first step's metrics, s | CPU s |"
               "\n|---|---|---|")  # fmt: skip
-        launches = {True: [], False: []}
+        settings = {**dict(others), PSIJAX: ""}
+        launches = {name: [] for name in settings}
         for _ in range(args.launches):
-            for default in (True, False):
-                r = run(["launch"], default, args.option)
-                launches[default].append(r)
-                print(f"| {default_name if default else psijax_name} | "
-                      f"{r['launch_s']:.1f} | {r['cpu_s']:.1f} |", flush=True)  # fmt: skip
-        med = {d: statistics.median(r["launch_s"] for r in launches[d]) for d in launches}
-        print(
-            f"\nmedian launch: psijax {med[False]:.1f} s, default {med[True]:.1f} s "
-            f"({med[False] / med[True]:.2f}x)"
-        )
+            for name, flag in settings.items():
+                r = run(["launch"], flag)
+                launches[name].append(r)
+                print(f"| {name} | {r['launch_s']:.1f} | {r['cpu_s']:.1f} |", flush=True)
+        med = {name: statistics.median(r["launch_s"] for r in launches[name]) for name in settings}
+        print("\nmedian launch: " + ", ".join(
+            f"{name} {med[name]:.1f} s ({med[PSIJAX] / med[name]:.2f}x psijax's)"
+            for name in settings if name != PSIJAX
+        ) + f", psijax {med[PSIJAX]:.1f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,30 +33,36 @@ def test_the_elemental_emitters_on_a_cpu_whose_jaxlib_has_them(fresh):
     except jax.errors.JaxRuntimeError:
         known = False
     assert known or jax.__version_info__ >= (0, 12)
-    level = {cpu_codegen.LEVEL: cpu_codegen.CODE_LEVEL}
-    assert cpu_codegen.compiler_options() == ({cpu_codegen.OPTION: False} if known else {}) | level
+    assert cpu_codegen.compiler_options() == ({cpu_codegen.OPTION: False} if known else {})
+
+
+def test_programs_run_a_few_times_are_optimised_less(fresh):
+    brief = cpu_codegen.compiler_options(brief=True)
+    assert brief == {**cpu_codegen.compiler_options(), cpu_codegen.LEVEL: cpu_codegen.BRIEF_LEVEL}
 
 
 def test_the_users_xla_flags_are_kept(fresh):
     fresh.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
-    assert cpu_codegen.OPTION not in cpu_codegen.compiler_options()
-    cpu_codegen.compiler_options.cache_clear()
+    assert cpu_codegen.compiler_options() == {}
     fresh.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
-    assert cpu_codegen.LEVEL not in cpu_codegen.compiler_options()
+    assert cpu_codegen.LEVEL not in cpu_codegen.compiler_options(brief=True)
 
 
 def test_an_option_this_jaxlib_lacks_is_left_out(fresh):
     fresh.setattr(cpu_codegen, "OPTION", "xla_cpu_no_such_option")
+    assert cpu_codegen.compiler_options() == {}
     fresh.setattr(cpu_codegen, "LEVEL", "xla_no_such_level")
-    assert cpu_codegen.compiler_options() == {}
+    assert cpu_codegen.compiler_options(brief=True) == {}
 
 
-def test_no_option_off_the_cpu(fresh):
+@pytest.mark.parametrize("brief", [False, True])
+def test_no_option_off_the_cpu(fresh, brief):
     fresh.setattr(jax, "default_backend", lambda: "gpu")
-    assert cpu_codegen.compiler_options() == {}
+    assert cpu_codegen.compiler_options(brief) == {}
 
 
-def test_the_kinetic_energy_agrees_with_the_fusion_emitters(fresh):
+@pytest.mark.parametrize("brief", [False, True])
+def test_the_kinetic_energy_agrees_with_the_fusion_emitters(fresh, brief):
     """The two code generators (and LLVM's two optimisation levels) give the forward
     Laplacian's float32 kinetic energy to float32 rounding (the accuracy near nodes with
     psijax's choice: tests/test_laplacian_accuracy.py)."""
@@ -66,6 +72,6 @@ def test_the_kinetic_energy_agrees_with_the_fusion_emitters(fresh):
     kinetic = jax.vmap(functools.partial(kinetic_energy, laplacian.Forward(), net.log_abs, params))
     lowered = jax.jit(kinetic).lower(walkers)
     default = np.asarray(lowered.compile()(walkers))
-    elemental = np.asarray(lowered.compile(cpu_codegen.compiler_options())(walkers))
+    elemental = np.asarray(lowered.compile(cpu_codegen.compiler_options(brief))(walkers))
     assert np.all(np.isfinite(default))
     np.testing.assert_allclose(elemental, default, rtol=1e-4, atol=1e-5)

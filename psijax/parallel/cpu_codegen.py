@@ -7,13 +7,14 @@ in 0.72x the time (10.9 -> 7.8 s), N2's in 0.81x, the steps take 0.90-0.99x as l
 first LiH launch reaches its first training step in 0.75x the time; the float32 kinetic
 energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation").
 
-LLVM then optimises the generated code at level 1 (``xla_backend_optimization_level``)
-instead of XLA's default 3. The code runs as fast and compiles in less CPU time: LiH's
-grouped training step 0.95x / 0.99x / 0.99x as long at level 1 in three A/B runs, its groups'
-program 4.3-5.4 against 6.2-6.6 CPU-s, the combining one 3.7 against 4.5, pretraining's
-program 3.45 against 4.5 and burn-in's 1.7 against 2.3; N2's groups' program 9.3 against
-11.8 CPU-s at the same step time. Level 0 compiles in a quarter of the time but runs 2.3x as
-long (docs/benchmarks.md, "Launch").
+``compiler_options(brief=True)``, for the programs a launch runs only a few times
+(pretraining and burn-in), also has LLVM optimise at level 1
+(``xla_backend_optimization_level``) instead of XLA's default 3: they then compile in
+about three quarters of the CPU time and run as fast (LiH's pretraining program 3.45
+against 4.5 CPU-s, burn-in's 1.7 against 2.3; N2's 3.7 against 4.8-5.2 and 1.55 against
+2.7). The training step stays at the default: at level 1 LiH's ran as fast, but N2's
+1.03-1.09x as long in three of four A/B runs (docs/benchmarks.md, "XLA's CPU code
+generation").
 
 ``compiler_options()`` gives the options to pass per program (``jax.jit(...,
 compiler_options=...)`` or ``Lowered.compile``), never globally: only on a CPU backend, only
@@ -28,19 +29,21 @@ import os
 
 OPTION = "xla_cpu_use_fusion_emitters"
 LEVEL = "xla_backend_optimization_level"
-CODE_LEVEL = 1
+BRIEF_LEVEL = 1
 
 
 @functools.cache
-def compiler_options() -> dict[str, bool | int]:
+def compiler_options(brief: bool = False) -> dict[str, bool | int]:
     """The compile options for psijax's training, pretraining, burn-in and evaluation
-    programs on this process's default backend ({} off the CPU)."""
+    programs on this process's default backend ({} off the CPU); ``brief``: for a program
+    run only a few times (module doc)."""
     import jax
 
     if jax.default_backend() != "cpu":
         return {}
     flags = os.environ.get("XLA_FLAGS", "")
-    options = {k: v for k, v in ((OPTION, False), (LEVEL, CODE_LEVEL)) if k not in flags}
+    wanted = ((OPTION, False),) + ((LEVEL, BRIEF_LEVEL),) * brief
+    options = {k: v for k, v in wanted if k not in flags}
     for name in list(options):
         try:  # a jaxlib without the option rejects it by name
             jax.jit(lambda x: x + 1, compiler_options={name: options[name]}).lower(0.0).compile()

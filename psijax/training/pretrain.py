@@ -228,7 +228,7 @@ def _make_chunk(
     mean squared norms [CHUNK], of which ``count`` are set).
     """
 
-    @functools.partial(jax.jit, compiler_options=cpu_codegen.compiler_options())
+    @functools.partial(jax.jit, compiler_options=cpu_codegen.compiler_options(brief=True))
     def run(key, start, count, params, opt_state, walkers, sampler_state, coefficients):
         hf_log_abs = lambda x: _log_abs_det(targets(x, coefficients))
 

@@ -144,7 +144,7 @@ def fresh_state(
         run_burn_in = burn_in.lower(
             keys[3], adapting(sampler), batch_log_abs, walkers, width, n_steps=own, lead=lead,
             lead_steps=lead_steps,
-        ).compile(cpu_codegen.compiler_options())  # fmt: skip
+        ).compile(cpu_codegen.compiler_options(brief=True))  # fmt: skip
         if watch is not None:
             watch.arm("burn-in", counted=False)
         walkers, log_abs, width = run_burn_in(keys[3], walkers, width)
