@@ -23,7 +23,12 @@ def _run(step, state, n):
     return jax.device_get(state), metrics
 
 
+CPU_ONLY = "walker groups run on a CPU device only (groups.count); a GPU's step is one program"
+
+
 def _same_steps(local_energy, n_walkers=16, steps=3):
+    if jax.default_backend() != "cpu":
+        pytest.skip(CPU_ONLY)
     runs = {}
     for k in (1, 2):
         config = StepConfig(groups=k)
@@ -85,7 +90,7 @@ def _count(monkeypatch, cores, n_devices=1, optimizer=None, sampler=None, **sett
 
 def test_groups_are_chosen_on_one_cpu_device_with_two_cores_for_spring_only(monkeypatch):
     if jax.default_backend() != "cpu":
-        pytest.skip("the groups are a CPU device's")
+        pytest.skip(CPU_ONLY)
     assert _count(monkeypatch, cores=2) == groups.GROUPS
     assert _count(monkeypatch, cores=1) == 1
     assert _count(monkeypatch, cores=2, n_devices=2) == 1
@@ -102,6 +107,8 @@ def test_groups_asked_for_where_they_cannot_apply_are_refused(monkeypatch):
 
 
 def test_a_grouped_step_never_recompiles_and_reports_its_memory():
+    if jax.default_backend() != "cpu":
+        pytest.skip(CPU_ONLY)
     step, state = setup(1, optim.spring(), config=StepConfig(groups=2))
     compiled = step.lower(state).compile()
     plan = compiled.memory_analysis()

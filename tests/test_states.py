@@ -255,11 +255,12 @@ def test_states_on_two_devices_match_one_from_the_command_line(tmp_path, monkeyp
     """The same K = 2 run on one device and with its walkers split over two: the same
     energy matrices step by step; the command prints each state and its excitation.
 
-    Both runs compile at XLA's default optimisation level, as a user's do: at the suite's
-    level 0, with the elemental emitters (psijax.parallel.cpu_codegen), the one- and
-    two-device programs round differently in float32, and the off-diagonal element (-0.023,
-    a difference of terms near 0.5) differed by 4e-6 at the first step and 1.2e-5 at the
-    second; at the default level by 2e-8 and 2e-7."""
+    Both runs compile at psijax's own optimisation levels (XLA's default for the training
+    step), as a user's do: at the suite's level 0, with the elemental emitters
+    (psijax.parallel.cpu_codegen), the one- and two-device programs round differently in
+    float32, and the off-diagonal element (-0.023, a difference of terms near 0.5) differed
+    by 4e-6 at the first step and 1.2e-5 at the second; at the default level by 2e-8 and
+    2e-7."""
     from runs import metrics, psijax, tiny_config
 
     flags = os.environ.get("XLA_FLAGS", "").replace("--xla_backend_optimization_level=0", "")

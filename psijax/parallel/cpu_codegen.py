@@ -12,9 +12,9 @@ energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation
 (``xla_backend_optimization_level``) instead of XLA's default 3: they then compile in
 about three quarters of the CPU time and run as fast (LiH's pretraining program 3.45
 against 4.5 CPU-s, burn-in's 1.7 against 2.3; N2's 3.7 against 4.8-5.2 and 1.55 against
-2.7). The training step stays at the default: at level 1 LiH's ran as fast, but N2's
-1.03-1.09x as long in three of four A/B runs (docs/benchmarks.md, "XLA's CPU code
-generation").
+2.7). The training step stays at the default: at level 1 it ran 1.7-9.4% slower in five of
+nine A/B runs (LiH and N2) and at most 3% faster in the others, for 1-2 CPU-s less compile
+(docs/benchmarks.md, "XLA's CPU code generation", "LLVM's optimisation level").
 
 ``compiler_options()`` gives the options to pass per program (``jax.jit(...,
 compiler_options=...)`` or ``Lowered.compile``), never globally: only on a CPU backend, only
