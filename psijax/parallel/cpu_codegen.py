@@ -8,7 +8,7 @@ first LiH launch reaches its first training step in 0.75x the time; the float32 
 energy near nodes is as accurate (docs/benchmarks.md, "XLA's CPU code generation").
 
 ``compiler_options(brief=True)``, for the programs a launch runs only a few times
-(pretraining and burn-in), also has LLVM optimise at level 1
+(pretraining, burn-in and the evaluation's equilibration), also has LLVM optimise at level 1
 (``xla_backend_optimization_level``) instead of XLA's default 3: they then compile in
 about three quarters of the CPU time and run as fast (LiH's pretraining program 3.45
 against 4.5 CPU-s, burn-in's 1.7 against 2.3; N2's 3.7 against 4.8-5.2 and 1.55 against
