@@ -78,6 +78,19 @@ def test_an_all_nonfinite_step_is_rejected_and_params_kept():
     jax.tree.map(np.testing.assert_array_equal, jax.device_get(state.params), before)
 
 
+@pytest.mark.parametrize("bad", [jnp.nan, jnp.inf, -jnp.inf])
+def test_the_guard_finds_one_nonfinite_entry_in_any_leaf(bad):
+    from psijax.training.step import _all_finite
+
+    tree = (NET.init(jax.random.PRNGKey(0)), {"count": jnp.int32(3)})
+    assert bool(_all_finite(tree)) and bool(_all_finite(()))
+    for i, leaf in enumerate(jax.tree.leaves(tree[0])):
+        poisoned = jnp.ravel(leaf).at[-1].set(bad).reshape(leaf.shape)
+        leaves = jax.tree.leaves(tree[0])
+        leaves[i] = poisoned
+        assert not bool(_all_finite((jax.tree.unflatten(jax.tree.structure(tree[0]), leaves),)))
+
+
 def test_vmc_gradient_estimator_matches_its_formula():
     params = NET.init(jax.random.PRNGKey(0))
     walkers = sampling.init_walkers(jax.random.PRNGKey(1), MOL, 8)

@@ -159,7 +159,7 @@ def finish(
     with jax.named_scope("optimizer"):
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
         params = optax.apply_updates(state.params, updates)
-    ok = jnp.isfinite(energy) & _all_finite(grads) & _all_finite(params)
+    ok = jnp.isfinite(energy) & _all_finite((grads, params))
     keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
     new_state = TrainState(
         params=keep(params, state.params),
@@ -186,5 +186,9 @@ def walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
 
 
 def _all_finite(tree) -> Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+    """Whether every entry of every leaf is finite, as one check over the leaves raveled
+    together: one reduction per leaf made XLA compile dozens of small kernels (about 1.5 of
+    the combining program's 6-8 CPU-s for LiH), for a copy of the parameters that costs
+    microseconds."""
+    flat, _ = ravel_pytree(tree)
+    return jnp.all(jnp.isfinite(flat))
