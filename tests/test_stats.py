@@ -262,3 +262,24 @@ def test_an_evaluations_summary_and_its_report_carry_the_tail_line(tmp_path):
     summary, _ = summarize(rows, ["step", "energy"], (), {"steps": 300}, tmp_path)
     assert summary["energy_tail"].startswith("step 250 carries")
     assert "\ntail                    step 250 carries" in format_summary(summary)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.3])
+def test_chi2_quantiles_are_scipys(alpha):
+    from scipy.stats import chi2
+
+    from psijax.statistics.blocking import _chi2_quantiles
+
+    got = _chi2_quantiles(40, alpha)
+    want = chi2.ppf(1.0 - alpha, np.arange(40, 0, -1))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_training_run_does_not_import_scipy_stats():
+    """scipy.stats costs about 0.5 s of a launch's single-threaded imports."""
+    import subprocess
+    import sys
+
+    code = "import sys, psijax.training.job; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import chi2
+from scipy.special import gammaincinv
 
 from psijax.errors import InputError
 
@@ -159,8 +159,12 @@ def reblock(x: npt.ArrayLike) -> list[BlockingLevel]:
 
 @lru_cache(maxsize=256)
 def _chi2_quantiles(d: int, alpha: float) -> np.ndarray:
-    """Quantiles ``q_j`` of chi-square with ``d - j`` degrees of freedom, j = 0..d-1."""
-    return np.asarray(chi2.ppf(1.0 - alpha, np.arange(d, 0, -1)), dtype=np.float64)
+    """Quantiles ``q_j`` of chi-square with ``d - j`` degrees of freedom, j = 0..d-1: the
+    chi-square distribution with k degrees of freedom is 2 x Gamma(k / 2), so its quantile
+    is twice the regularised incomplete gamma function's inverse (``scipy.stats``, whose
+    ``chi2.ppf`` gives the same, takes 0.5 s more to import, on the launch's path)."""
+    k = np.arange(d, 0, -1)
+    return np.asarray(2.0 * gammaincinv(k / 2.0, 1.0 - alpha), dtype=np.float64)
 
 
 def blocking_estimate(
