@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from psijax.ansatz import slogdet as slogdet_lib
 from psijax.ansatz import taps
 from psijax.types import Array, Params, Psi
 
@@ -149,7 +150,7 @@ def determinants(matrices: list[Array]) -> Psi:
     """psi = sum_k prod_blocks det(M_k) as sign and log|psi|."""
     signs, logdets = None, None
     for mat in matrices:
-        s, ld = jnp.linalg.slogdet(mat)
+        s, ld = slogdet_lib.slogdet(mat)
         signs = s if signs is None else signs * s
         logdets = ld if logdets is None else logdets + ld
     return signed_logsumexp(signs, logdets)

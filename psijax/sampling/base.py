@@ -16,10 +16,24 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 
+from psijax.ansatz import slogdet
 from psijax.types import Array, PyTree, Walkers
 
 # log|psi| of a batch of walkers: [walker, electron, 3] -> [walker].
 BatchLogAbs = Callable[[Walkers], Array]
+
+
+def values_of(log_abs: BatchLogAbs) -> BatchLogAbs:
+    """``log_abs`` traced for its values only (``psijax.ansatz.slogdet.values``: small
+    determinants by a faster elimination): how ``move`` and ``burn_in`` call it, and how
+    their callers should evaluate the walkers' own log|psi|, so that a move compares
+    values computed alike."""
+
+    def traced(walkers: Walkers) -> Array:
+        with slogdet.values():
+            return log_abs(walkers)
+
+    return traced
 
 
 class Sampler(Protocol):
@@ -48,6 +62,8 @@ def burn_in(
     ``log_abs`` is static (hashed by identity): pass the same function to reuse the
     compilation.
     """
+
+    log_abs = values_of(log_abs)
 
     def run(steps: int, chosen: Sampler, key: Array, carry):
         def body(i: Array, carry):
@@ -94,7 +110,7 @@ def move(
     (``psijax.sampling.metropolis``)."""
     extra = {} if rows is None else {"rows": rows}
     walkers, log_abs_walkers, state, stats = sampler.step(
-        key, log_abs, walkers, log_abs_walkers, state, **extra
+        key, values_of(log_abs), walkers, log_abs_walkers, state, **extra
     )
     walkers, log_abs_walkers, n_reset = reset_lost_walkers(walkers, log_abs_walkers)
     return walkers, log_abs_walkers, state, stats, n_reset

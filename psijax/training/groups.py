@@ -116,7 +116,9 @@ class GroupedStep:
             _, mcmc_key, energy_key = streams(key, self.random)
             rows = (g * size, self.n)  # the whole batch's random numbers for these rows
             mine = jax.lax.dynamic_slice_in_dim(walkers, rows[0], size)
-            batch_log_abs = lambda w: map_walkers(self.log_abs, params, w, chunk_size=chunk)
+            batch_log_abs = sampling.values_of(
+                lambda w: map_walkers(self.log_abs, params, w, chunk_size=chunk)
+            )
             with jax.named_scope("mcmc"):
                 moved = Moved(
                     *sampling.move(

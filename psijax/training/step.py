@@ -92,7 +92,9 @@ def make_step(
 
     def step(state: TrainState) -> tuple[TrainState, Metrics]:
         key, mcmc_key, energy_key = streams(state.key, random)
-        batch_log_abs = lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
+        batch_log_abs = sampling.values_of(
+            lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
+        )
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
         with jax.named_scope("mcmc"):
