@@ -14,7 +14,7 @@ from psijax.ansatz import slogdet as slogdet_lib
 from psijax.parallel.batching import map_walkers
 
 
-@pytest.mark.parametrize("n", [1, 2, 4, 7])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 14])
 def test_elimination_gives_lapacks_sign_and_log_det_in_float64(n):
     with jax.enable_x64(True):
         a = jax.random.normal(jax.random.PRNGKey(n), (64, 3, n, n), jnp.float64)

@@ -20,6 +20,7 @@ reads its metrics.csv, whose seconds count from ``train()``'s start, after the i
 import argparse
 import csv
 import json
+import math
 import os
 import statistics
 
@@ -54,7 +55,9 @@ def summary(run: str, steps=(100, 400), energy_steps=(300, 400), exact=None) -> 
             step_mean=statistics.fmean(dts), step_count=len(dts),
         )  # fmt: skip
     lo, hi = energy_steps
-    es = [energy[i] for i in range(lo, hi) if i in energy]
+    window = [energy[i] for i in range(lo, hi) if i in energy]
+    es = [e for e in window if math.isfinite(e)]  # a code that went to nan: its finite steps
+    out["energy_nonfinite"] = len(window) - len(es)
     if es:
         se = statistics.stdev(es) / len(es) ** 0.5 if len(es) > 1 else float("nan")
         out |= dict(energy_mean=statistics.fmean(es), energy_se=se, energy_count=len(es))

@@ -107,6 +107,8 @@ def _line(s: dict) -> str:
     good = "" if good is None else f", within 1.6 mHa for good from {good / 60:.2f} min"
     if s["exit"]:
         good += f"; STOPPED (exit {s['exit']}) after step {s['last_step']}"
+    if s.get("energy_nonfinite"):
+        good += f"; {s['energy_nonfinite']} non-finite energies in the mean's steps, left out"
     return (
         f"round {s['round']} {s['code']:8s} jax {s['jax']}: launch {s['launch']:.2f} s, "
         f"median step {s.get('step_median', float('nan')):.4f} s "

@@ -1,14 +1,14 @@
-"""sign and log|det| of the orbital matrices, with a faster path for the MCMC's values.
+"""sign and log|det| of the orbital matrices, with a faster path for the samplers' values.
 
 ``jnp.linalg.slogdet`` factors a batch of matrices with LAPACK's LU, one call per matrix:
-for the 4 x 4 matrices of a four-electron molecule that is a fixed cost of about 0.4 us per
-matrix on a CPU, and the MCMC's moves evaluate 40,000 of them per LiH training step. Under
-``values()`` (the samplers' log|psi|, which nothing differentiates) matrices of up to
-``SMALL`` rows on a CPU are factored instead by Gaussian elimination with partial pivoting
-unrolled over the columns, the same algorithm as LAPACK's unblocked LU but vectorised
-across the batch: 3.7x faster at 4 x 4, 2.3x at 7 x 7, with float32 errors from float64 of
-the same size (docs/benchmarks.md, "The MCMC's determinants"). Everything else (the local
-energy's Laplacian, the gradients, pretraining) keeps ``jnp.linalg.slogdet``, whose
+on a CPU that costs 0.4 us per 4 x 4 matrix, mostly fixed cost, and the MCMC's moves
+evaluate 40,000 of them per LiH training step. Under ``values()`` (the samplers' log|psi|,
+which nothing differentiates) matrices from ``SMALLEST`` to ``SMALL`` rows on a CPU are
+factored instead by Gaussian elimination with partial pivoting unrolled over the columns,
+LAPACK's unblocked algorithm vectorised across the batch: 0.12-0.27x LAPACK's time from
+3 x 3 to 10 x 10, 0.6x at 14 x 14, 0.9x at 16 x 16, with float32 errors from float64 of
+the same size (docs/benchmarks.md, "The samplers' determinants"). Everything else (the
+local energy's Laplacian, the gradients, pretraining) keeps ``jnp.linalg.slogdet``, whose
 derivatives the Laplacian operators know.
 """
 
@@ -23,8 +23,10 @@ import jax.numpy as jnp
 
 from psijax.types import Array
 
-# Largest matrices factored by the unrolled elimination (its program grows as n^2 steps).
-SMALL = 8
+# The sizes factored by the unrolled elimination: from 3 x 3 (JAX's slogdet has closed forms
+# for 1 x 1 and 2 x 2, faster still) up to SMALL x SMALL (its program grows with n).
+SMALLEST = 3
+SMALL = 14
 
 _scope = threading.local()  # set while tracing the samplers' log|psi| on this thread
 
@@ -42,7 +44,7 @@ def values() -> Iterator[None]:
 
 def slogdet(a: Array) -> tuple[Array, Array]:
     """(sign, log|det|) of the matrices ``a`` ``[..., n, n]`` (module doc)."""
-    small = a.shape[-1] <= SMALL and jax.default_backend() == "cpu"
+    small = SMALLEST <= a.shape[-1] <= SMALL and jax.default_backend() == "cpu"
     if small and getattr(_scope, "values", False):
         return eliminate(a)
     return jnp.linalg.slogdet(a)
