@@ -1,15 +1,15 @@
 """sign and log|det| of the orbital matrices, with a faster path for the samplers' values.
 
 ``jnp.linalg.slogdet`` factors a batch of matrices with LAPACK's LU, one call per matrix:
-on a CPU that costs 0.4 us per 4 x 4 matrix, mostly fixed cost, and the MCMC's moves
+on a CPU that costs 0.4-0.5 us per 4 x 4 matrix, mostly fixed cost, and the MCMC's moves
 evaluate 40,000 of them per LiH training step. Under ``values()`` (the samplers' log|psi|,
 which nothing differentiates) matrices from ``SMALLEST`` to ``SMALL`` rows on a CPU are
 factored instead by Gaussian elimination with partial pivoting unrolled over the columns,
-LAPACK's unblocked algorithm vectorised across the batch: 0.12-0.27x LAPACK's time from
-3 x 3 to 10 x 10, 0.6x at 14 x 14, 0.9x at 16 x 16, with float32 errors from float64 of
-the same size (docs/benchmarks.md, "The samplers' determinants"). Everything else (the
-local energy's Laplacian, the gradients, pretraining) keeps ``jnp.linalg.slogdet``, whose
-derivatives the Laplacian operators know.
+LAPACK's unblocked algorithm vectorised across the batch: 0.12-0.28x LAPACK's time from
+3 x 3 to 10 x 10, 0.58x at 14 x 14, 0.63-0.92x at 16 x 16 (two runs), with float32 errors
+from float64 1.2-1.3x LAPACK's (docs/benchmarks.md, "The samplers' determinants").
+Everything else (the local energy's Laplacian, the gradients, pretraining) keeps
+``jnp.linalg.slogdet``, whose derivatives the Laplacian operators know.
 """
 
 from __future__ import annotations
