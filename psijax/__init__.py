@@ -3,11 +3,14 @@
 from importlib.metadata import PackageNotFoundError as _NotInstalled
 from importlib.metadata import version as _version
 
+from psijax.parallel import cpu_blas as _cpu_blas
 from psijax.parallel import cpu_pool as _cpu_pool
 
 # Batched LU in pieces XLA's CPU pool cannot deadlock on, or else (before JAX makes its CPU
 # backend) a pool of one thread: see psijax.parallel.cpu_lapack and cpu_pool.
 _cpu_pool.one_thread()
+# LAPACK's BLAS on one thread, so that its idle workers do not take XLA's cores (cpu_blas).
+_cpu_blas.one_thread()
 
 from psijax.config import Config  # noqa: E402
 from psijax.system import Molecule  # noqa: E402
