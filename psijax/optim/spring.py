@@ -177,9 +177,10 @@ def _factor(matrix: Array) -> Array:
 
 
 # Below this size the factor is computed in XLA (recursive blocks of _BLOCK columns).
-# LAPACK's potrf runs on OpenBLAS' own threads, which compete with XLA's thread pool:
-# on the 2-core CPU it took 0.4 ms alone but 20-210 ms inside the training step and
-# under load, against ~1 ms for this version (benchmarks/vmc_step.py, jax.profiler).
+# While OpenBLAS kept its own threads, LAPACK's potrf took 0.4 ms alone but 20-210 ms inside
+# the training step and under load, against ~1 ms for this version. With LAPACK's BLAS on
+# one thread (psijax.parallel.cpu_blas) potrf made the LiH step 1.02-1.04x slower and its
+# compile 0.3-0.9 CPU-s shorter (docs/benchmarks.md, "LAPACK's own threads"): this stays.
 _MAX_XLA_CHOLESKY = 1024
 _BLOCK = 32
 
