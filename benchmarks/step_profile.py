@@ -31,6 +31,7 @@ from jax.profiler import ProfileData
 
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.parallel import cpu_blas
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
@@ -217,7 +218,8 @@ def main() -> None:
         f"{net.describe()}, {config.optimizer}, "
         f"Laplacian {type(local_energy.hamiltonian.laplacian).__name__}; jax "
         f"{jax.__version__}, python {platform.python_version()}, {os.cpu_count()} CPUs; "
-        f"load {load:.2f}; {n} traced steps"
+        f"load {load:.2f}; {n} traced steps; LAPACK's BLAS threads "
+        f"{','.join(map(str, cpu_blas.lapack_threads())) or '?'}"
     )
     print("| part | busy ms per step (all threads) | share | costliest operations (ms/step) |")
     print("|---|---|---|---|")

@@ -29,7 +29,8 @@ PROGRAM = textwrap.dedent(
     jax.block_until_ready(jnp.linalg.slogdet(jnp.eye(3) + 0.5))  # jaxlib's LAPACK in use
     after = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()}
     private = {p: cpu_blas._numpy_private(p) for p in after}
-    print(json.dumps(dict(before=before, after=after, private=private)))
+    threads = cpu_blas.lapack_threads()
+    print(json.dumps(dict(before=before, after=after, private=private, threads=threads)))
     """
 )
 
@@ -50,6 +51,7 @@ def test_lapacks_blas_gets_one_thread_and_numpys_keeps_its_own():
     assert lapack, "no BLAS library outside numpy's wheel: scipy's LAPACK must have one"
     for path in lapack:
         assert seen["after"][path] == 1, path
+    assert seen["threads"] == [1] * len(lapack)
     for path, private in seen["private"].items():
         if private:
             assert seen["after"][path] == seen["before"][path], path
@@ -58,6 +60,8 @@ def test_lapacks_blas_gets_one_thread_and_numpys_keeps_its_own():
 def test_a_count_the_user_chose_is_kept():
     seen = _run(OPENBLAS_NUM_THREADS="2")
     assert seen["after"] == seen["before"]
+    lapack = [p for p, private in seen["private"].items() if not private]
+    assert sorted(seen["threads"]) == sorted(seen["before"][p] for p in lapack)
 
 
 def test_numpys_private_copy_is_told_apart_from_scipys():

@@ -74,7 +74,8 @@ def main():
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M')}, {_cpu()}, {os.cpu_count()} cores, "
         f"{args.iterations} steps, pretraining {args.pretrain_iterations}, "
-        f"burn-in {args.burn_in}; command: python {' '.join(sys.argv)}",
+        f"burn-in {args.burn_in}; OPENBLAS_NUM_THREADS "
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; command: python {' '.join(sys.argv)}",
         flush=True,
     )
     results = []

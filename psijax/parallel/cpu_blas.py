@@ -25,11 +25,25 @@ import warnings
 ENV = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
+def lapack_threads() -> list[int]:
+    """The thread counts of the BLAS libraries scipy's LAPACK can call (for benchmarks'
+    headers; empty where none can be read)."""
+    return [c.num_threads for c in _lapack_controllers()]
+
+
 def one_thread() -> list[str]:
     """Set the BLAS libraries behind scipy's LAPACK to one thread unless the user chose a
     count; the files of the libraries set (empty where none was, or none could be)."""
     if any(name in os.environ for name in ENV):
         return []
+    chosen = _lapack_controllers()
+    for controller in chosen:
+        controller.set_num_threads(1)
+    return [c.filepath for c in chosen]
+
+
+def _lapack_controllers() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded, numpy's private copy aside."""
     try:
         import scipy.linalg.cython_lapack  # noqa: F401  (loads the library jaxlib calls)
         import threadpoolctl
@@ -38,10 +52,7 @@ def one_thread() -> list[str]:
     with warnings.catch_warnings():  # threadpoolctl warns about unrelated OpenMP runtimes
         warnings.simplefilter("ignore")
         controllers = threadpoolctl.ThreadpoolController().lib_controllers
-    chosen = [c for c in controllers if c.user_api == "blas" and not _numpy_private(c.filepath)]
-    for controller in chosen:
-        controller.set_num_threads(1)
-    return [c.filepath for c in chosen]
+    return [c for c in controllers if c.user_api == "blas" and not _numpy_private(c.filepath)]
 
 
 def _numpy_private(path: str) -> bool:
