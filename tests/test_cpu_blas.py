@@ -45,6 +45,7 @@ def _run(**env: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.compat  # threadpoolctl's and scipy's layouts at the floors and the newest
 def test_lapacks_blas_gets_one_thread_and_numpys_keeps_its_own():
     seen = _run()
     lapack = [p for p, private in seen["private"].items() if not private]
