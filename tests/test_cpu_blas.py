@@ -14,8 +14,6 @@ import pytest
 
 from psijax.parallel import cpu_blas
 
-threadpoolctl = pytest.importorskip("threadpoolctl")
-
 PROGRAM = textwrap.dedent(
     """
     import json
