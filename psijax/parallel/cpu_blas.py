@@ -5,7 +5,7 @@ scipy's wheels) keeps its own worker threads, one per core. After each call Open
 workers spin for a while before they sleep, and every training step makes dozens of such
 calls from inside XLA's programs: the spinning workers took cores from XLA's own pool
 threads all through the step. On the 2-core CPU the LiH step took 104-109 ms with them and
-66-71 ms with scipy's BLAS on one thread; XLA's two threads were busy 85-89% of the step's
+65-71 ms with scipy's BLAS on one thread; XLA's two threads were busy 85-89% of the step's
 wall time instead of 80-83% (docs/benchmarks.md, "LAPACK's own threads").
 
 ``one_thread`` (``import psijax`` calls it) sets the BLAS libraries that scipy's LAPACK can
