@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -172,23 +173,31 @@ def train(
                 net.log_abs, local_energy, optimizer, settings, mesh, template, sampler, estimators
             )
             # Compile the step (the largest launch cost) while pretraining and burn-in run,
-            # within the memory one device can give it (psijax.training.memory).
+            # within the memory one device can give it (psijax.training.memory). Its
+            # compiling waits for pretraining's and burn-in's programs (``may_compile``):
+            # XLA's CPU client queues a program's code generation behind the step's, so they
+            # would wait for the step's whole compile instead.
             budget = memory.budget()  # a collective with several processes: here, not below
             notes: list[str] = []  # the compiler thread's, shown from this one
             fresh = state is None
             show.note("compiling the training step" + " (in the background)" * fresh)
             t_compile = time.perf_counter()
+            may_compile = threading.Event()
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 compiling = pool.submit(_timed, lambda: memory.compile_within(
                     build, step_config(config), template, budget, config=config, mesh=mesh,
-                    optimizer=optimizer, note=notes.append,
+                    optimizer=optimizer, note=notes.append, wait=may_compile.wait,
                 ))  # fmt: skip
-                if fresh:
-                    state = fresh_state(
-                        net, optimizer, sampler, molecule, config, mesh, show, watch
-                    )
-                    if not compiling.done():
-                        show.note("waiting for the compiler")
+                try:
+                    if fresh:
+                        state = fresh_state(
+                            net, optimizer, sampler, molecule, config, mesh, show, watch,
+                            compiled=may_compile.set,
+                        )  # fmt: skip
+                finally:
+                    may_compile.set()
+                if fresh and not compiling.done():
+                    show.note("waiting for the compiler")
                 (step, _), compiled_at = compiling.result()
             for line in notes:
                 show.note(line)

@@ -178,11 +178,13 @@ def compile_within(
     mesh: Mesh,
     optimizer,
     note: Callable[[str], None] = lambda line: None,
+    wait: Callable[[], None] = lambda: None,
 ):
     """The compiled ``build(settings).lower(template)``, or that of settings that fit
     ``budget`` bytes per device (``smaller``; the run's ``chunk_size`` and
     ``jacobian_blocks`` are kept where ``config`` sets them); returns (compiled, its
-    StepConfig)."""
+    StepConfig). ``wait()`` returns when the compiling may start (the lowering, Python,
+    does not wait)."""
     fitting = dict(
         walkers=config.walkers, devices=mesh.devices.size,
         n_params=sum(x.size for x in jax.tree.leaves(template.params)),
@@ -198,9 +200,15 @@ def compile_within(
             f"device, more than half of the {_size(budget)} that can be had: compiling the "
             f"training step with jacobian_blocks {guess.jacobian_blocks}{more_memory()}"
         )
+
+    def lowered_then_compiled(current):
+        lowered = build(current).lower(template)
+        wait()
+        return lowered.compile()
+
     return _fit(
-        lambda current: build(current).lower(template).compile(), guess, budget, shrink,
-        what="training step", describe=_settings, note=note,
+        lowered_then_compiled, guess, budget, shrink, what="training step",
+        describe=_settings, note=note,
         advice="a smaller --chunk-size, more --jacobian-blocks, fewer --walkers or more --devices"
         + more_memory(),
     )  # fmt: skip

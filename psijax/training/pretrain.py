@@ -282,6 +282,7 @@ def pretrain(
     on_chunk: Callable[[int], None] | None = None,
     hf: HartreeFock | None = None,
     max_steps: int | None = None,
+    ready: Callable[[], None] | None = None,
 ) -> tuple[Params, Walkers, np.ndarray]:
     """Fit the network's orbitals to UHF orbitals for `steps` steps, sampling as it goes,
     and on, up to `max_steps` (None: `steps`), while the orbitals are off by more than
@@ -289,7 +290,8 @@ def pretrain(
 
     Walkers [W, N, 3] (bohr) keep their sharding. `callback(step, loss)` runs for every step,
     in order, after each chunk of `CHUNK` steps (one host sync per chunk); `on_chunk(done)`
-    then, with the number of steps done (a heartbeat for ``psijax.run.watch``).
+    then, with the number of steps done (a heartbeat for ``psijax.run.watch``); `ready()`
+    once the fit's program is compiled, before its first step (nothing compiles after it).
     `hf` is the UHF solution to fit (computed here when not given); `sampler` moves the
     walkers (``sampler_of``: the default config's, with pretraining's moves and width).
     Returns (params, walkers, losses [steps] as numpy).
@@ -321,6 +323,11 @@ def pretrain(
     params, opt_state, sampler_state = _replicate(
         (params, opt_state, sampler.init(walkers.dtype)), sharding
     )
+    run = run.lower(
+        key, 0, CHUNK, params, opt_state, walkers, sampler_state, coefficients
+    ).compile()
+    if ready is not None:
+        ready()
     losses: list[np.ndarray] = []
     limit = max_steps if extends(steps, max_steps) else steps
     start, residual = 0, np.inf
@@ -329,7 +336,7 @@ def pretrain(
         params, opt_state, walkers, sampler_state, chunk, norms = run(
             key, start, count, params, opt_state, walkers, sampler_state, coefficients
         )
-        chunk, norms = np.asarray(jax.device_get((chunk[:count], norms[:count])), np.float64)
+        chunk, norms = np.asarray(jax.device_get((chunk, norms)), np.float64)[:, :count]
         losses.append(chunk)
         residual = relative_residual(chunk, norms)
         if callback is not None:

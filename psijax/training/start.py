@@ -10,8 +10,10 @@ run's own sampler's, adapting its width.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -84,11 +86,13 @@ def _from_lead(hf: scf.HartreeFock) -> scf.HartreeFock:
 
 
 def fresh_state(
-    net, optimizer, sampler, molecule, config, mesh, show: Progress, watch: StepWatch | None = None
-) -> TrainState:
+    net, optimizer, sampler, molecule, config, mesh, show: Progress,
+    watch: StepWatch | None = None, compiled: Callable[[], None] = lambda: None,
+) -> TrainState:  # fmt: skip
     """Initial parameters and walkers, Hartree-Fock pretraining and sampler burn-in, each
     phase under ``watch`` (a stalled pretraining step or burn-in ends the run as a stalled
-    training step does)."""
+    training step does). ``compiled()`` once burn-in's and pretraining's programs are
+    compiled, before they run (``psijax.training.job`` then compiles the training step)."""
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = net.init(keys[0], jnp.float32)
     params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
@@ -96,62 +100,106 @@ def fresh_state(
     walkers = sampling.init_walkers(keys[1], molecule, config.walkers * copies)
     walkers = walkers.reshape(config.walkers, copies * molecule.n_electrons, 3)
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
-    if config.pretrain_steps:
-        t0 = time.perf_counter()
-        hf = _from_lead(scf.hartree_fock(molecule, config.basis))
-        basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
-        show.note(
-            f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
-            f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
-        )
-        limit = config_lib.pretrain_limit(config)
-        extends = pretrain.extends(config.pretrain_steps, limit)
-        extra = f", more up to {limit} while the orbitals are off by > 0.7%" * extends
-        show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
-        t0 = time.perf_counter()
-        if watch is not None:
-            watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
-        settings = dict(
-            steps=config.pretrain_steps, max_steps=limit,
-            sampler=pretrain.sampler_of(config, molecule),
-            callback=lambda i, loss: show.pretrain(i, loss),
-            on_chunk=_pretraining_beat(watch),
-        )  # fmt: skip
-        if copies == 1:
-            params, walkers, losses = pretrain.pretrain(
-                keys[2], net, params, molecule, walkers, basis=config.basis, hf=hf, **settings
-            )
-            losses = [losses]
-        else:
-            params, walkers, losses = pretrain_states.pretrain(
-                keys[2], net, params, molecule, walkers, hf=hf, basis=config.basis,
-                note=show.note, **settings,
-            )  # fmt: skip
-        show.note(
-            f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
-            f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
-        )
-
     width, log_abs = sampler.init(jnp.float32), None
-    if config.burn_in_steps:
-        lead = pretrain.sampler_of(config, molecule, n_moves=config.mcmc_moves)
-        lead_steps, own = burn_in_split(config.burn_in_steps, config.sampler != pretrain.SAMPLER)
-        scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
-        show.note(f"burn-in ({scaled}{own} steps of {config.mcmc_moves} MCMC moves)")
-        batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
-        if watch is not None:
-            watch.disarm("compiling the burn-in")  # compiling is not a step
-        run_burn_in = burn_in.lower(
-            keys[3], adapting(sampler), batch_log_abs, walkers, width, n_steps=own, lead=lead,
-            lead_steps=lead_steps,
-        ).compile(cpu_codegen.compiler_options(brief=True))  # fmt: skip
-        if watch is not None:
-            watch.arm("burn-in", counted=False)
-        walkers, log_abs, width = run_burn_in(keys[3], walkers, width)
-        if watch is not None:
-            jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
+    if watch is not None:
+        watch.disarm("compiling the burn-in")  # compiling is not a step
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # burn-in's program compiles on a thread while pretraining's is made and compiled
+        burn = None
+        if config.burn_in_steps:
+            lowered = _burn_in_program(net, sampler, molecule, config, params, keys[3], walkers)
+            burn = pool.submit(lowered.compile, cpu_codegen.compiler_options(brief=True))
+
+        told = []
+
+        def ready() -> None:  # both programs compiled: the training step's may start (once)
+            if not told:
+                if burn is not None:
+                    burn.result()
+                compiled()
+                told.append(True)
+
+        params, walkers = _pretrained(
+            net, params, molecule, walkers, config, show, watch, keys[2], ready
+        )
+        ready()  # (without pretraining, or where it did not say so itself)
+        if burn is not None:
+            lead_steps, own = burn_in_split(config.burn_in_steps, _leads(config))
+            scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
+            show.note(f"burn-in ({scaled}{own} steps of {config.mcmc_moves} MCMC moves)")
+            if watch is not None:
+                watch.arm("burn-in", counted=False)
+            walkers, log_abs, width = burn.result()(params, keys[3], walkers, width)
+            if watch is not None:
+                jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
     if watch is not None:
         watch.disarm("compiling the training step")
     return train_state(
         net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
     )
+
+
+def _pretrained(net, params, molecule, walkers, config, show, watch, key, ready):
+    """(params, walkers) after Hartree-Fock pretraining (unchanged without it); ``ready()``
+    once its program is compiled."""
+    if not config.pretrain_steps:
+        return params, walkers
+    copies = config.states
+    t0 = time.perf_counter()
+    hf = _from_lead(scf.hartree_fock(molecule, config.basis))
+    basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
+    show.note(
+        f"Hartree-Fock (UHF/{basis}): E = {hf.energy:.6f} Ha"
+        f"{'' if hf.converged else ' (not converged)'} ({time.perf_counter() - t0:.1f} s)"
+    )
+    limit = config_lib.pretrain_limit(config)
+    extends = pretrain.extends(config.pretrain_steps, limit)
+    extra = f", more up to {limit} while the orbitals are off by > 0.7%" * extends
+    show.phase(f"pretraining on Hartree-Fock ({basis}{extra})", config.pretrain_steps)
+    t0 = time.perf_counter()
+    if watch is not None:
+        watch.disarm("pretraining's first chunk")  # it compiles; later chunks are timed
+    settings = dict(
+        steps=config.pretrain_steps, max_steps=limit,
+        sampler=pretrain.sampler_of(config, molecule),
+        callback=lambda i, loss: show.pretrain(i, loss),
+        on_chunk=_pretraining_beat(watch),
+    )  # fmt: skip
+    if copies == 1:
+        params, walkers, losses = pretrain.pretrain(
+            key, net, params, molecule, walkers, basis=config.basis, hf=hf,
+            ready=ready, **settings,
+        )  # fmt: skip
+        losses = [losses]
+    else:
+        params, walkers, losses = pretrain_states.pretrain(
+            key, net, params, molecule, walkers, hf=hf, basis=config.basis,
+            note=show.note, **settings,
+        )  # fmt: skip
+    show.note(
+        f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
+        f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
+    )
+    return params, walkers
+
+
+def _leads(config) -> bool:
+    """Whether burn-in leads with pretraining's sampler (the run's differs)."""
+    return config.sampler != pretrain.SAMPLER
+
+
+def _burn_in_program(net, sampler, molecule, config, params, key, walkers):
+    """Burn-in's program, lowered: ``run(params, key, walkers, width) -> (walkers,
+    log|psi|, width)``, ``config.burn_in_steps`` steps (``burn_in_split``) by the network's
+    density with ``params`` (an argument: it compiles before pretraining has set them)."""
+    lead = pretrain.sampler_of(config, molecule, n_moves=config.mcmc_moves)
+    lead_steps, own = burn_in_split(config.burn_in_steps, _leads(config))
+
+    def run(params, key, walkers, width):
+        batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
+        return burn_in(
+            key, adapting(sampler), batch_log_abs, walkers, width, n_steps=own, lead=lead,
+            lead_steps=lead_steps,
+        )  # fmt: skip
+
+    return jax.jit(run).lower(params, key, walkers, sampler.init(jnp.float32))

@@ -1,0 +1,74 @@
+"""A first launch compiles pretraining's and burn-in's programs before the training step.
+
+XLA's CPU client queues a program's code generation behind any other under way: had the
+step's compile (in the background, minutes for large molecules) started first, pretraining
+and burn-in would wait for all of it before their first step (psijax.training.job).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import jax
+
+import psijax
+from psijax.training import job, memory
+from tests.runs import TINY
+
+
+class _Events(logging.Handler):
+    """The names of the programs whose compile finished, in order, with the gate's opening."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.events: list[str] = []
+        self.guard = threading.Lock()
+
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Finished XLA compilation of jit("):
+            with self.guard:
+                self.events.append(message.split("jit(")[1].split(")")[0])
+
+
+def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monkeypatch):
+    events = _Events()
+    fresh_state, compile_within = job.fresh_state, memory.compile_within
+
+    def recorded_fresh_state(*args, compiled, **kwargs):
+        def opened():
+            with events.guard:
+                events.events.append("GATE")
+            compiled()
+
+        return fresh_state(*args, compiled=opened, **kwargs)
+
+    def recorded_compile_within(*args, wait, **kwargs):
+        def waited():
+            wait()
+            with events.guard:
+                events.events.append("STEP")
+
+        return compile_within(*args, wait=waited, **kwargs)
+
+    monkeypatch.setattr(job, "fresh_state", recorded_fresh_state)
+    monkeypatch.setattr(memory, "compile_within", recorded_compile_within)
+    logger = logging.getLogger("jax._src.dispatch")
+    logger.addHandler(events)
+    previous = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
+    finally:
+        jax.config.update("jax_log_compiles", previous)
+        logger.removeHandler(events)
+    got = events.events
+    assert got.count("GATE") == 1 and got.count("STEP") == 1, got
+    gate, step = got.index("GATE"), got.index("STEP")
+    # pretraining's chunk and burn-in's program (both named run) before the gate, none after
+    assert got[:gate].count("run") == 2, got
+    assert "run" not in got[gate:], got
+    assert gate < step, got
+    # the step compiles only once the gate is open (one program, or groups and combine)
+    assert not {"step", "group", "_combine"} & set(got[:step]), got
