@@ -11,10 +11,13 @@ import logging
 import threading
 
 import jax
+import pytest
 
 import psijax
 from psijax.training import job, memory
 from tests.runs import TINY
+
+pytestmark = pytest.mark.compat
 
 
 class _Events(logging.Handler):
