@@ -75,3 +75,24 @@ def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monk
     assert gate < step, got
     # the step compiles only once the gate is open (one program, or groups and combine)
     assert not {"step", "group", "_combine"} & set(got[:step]), got
+
+
+def test_a_failed_start_does_not_wait_for_the_training_steps_compile(tmp_path, monkeypatch):
+    from psijax.training import start
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("Hartree-Fock failed")
+
+    monkeypatch.setattr(start.scf, "hartree_fock", failing)
+    events = _Events()
+    logger = logging.getLogger("jax._src.dispatch")
+    logger.addHandler(events)
+    previous = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with pytest.raises(RuntimeError, match="Hartree-Fock failed"):
+            psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
+    finally:
+        jax.config.update("jax_log_compiles", previous)
+        logger.removeHandler(events)
+    assert not {"step", "group", "_combine"} & set(events.events), events.events

@@ -168,79 +168,85 @@ def train(
         checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
         resume_command = f"psijax train --resume {out}"
         watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
-        with StopSignals() as signals, watch:
-            build = lambda settings: make_step(
-                net.log_abs, local_energy, optimizer, settings, mesh, template, sampler, estimators
-            )
-            # Compile the step (the largest launch cost) while pretraining and burn-in run,
-            # within the memory one device can give it (psijax.training.memory). Its
-            # compiling waits for pretraining's and burn-in's programs (``may_compile``):
-            # XLA's CPU client queues a program's code generation behind the step's, so they
-            # would wait for the step's whole compile instead.
-            budget = memory.budget()  # a collective with several processes: here, not below
-            notes: list[str] = []  # the compiler thread's, shown from this one
-            fresh = state is None
-            show.note("compiling the training step" + " (in the background)" * fresh)
-            t_compile = time.perf_counter()
-            may_compile = threading.Event()
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                compiling = pool.submit(_timed, lambda: memory.compile_within(
-                    build, step_config(config), template, budget, config=config, mesh=mesh,
-                    optimizer=optimizer, note=notes.append, wait=may_compile.wait,
-                ))  # fmt: skip
-                try:
-                    if fresh:
-                        state = fresh_state(
-                            net, optimizer, sampler, molecule, config, mesh, show, watch,
-                            compiled=may_compile.set,
-                        )  # fmt: skip
-                finally:
-                    may_compile.set()
-                if fresh and not compiling.done():
-                    show.note("waiting for the compiler")
-                (step, _), compiled_at = compiling.result()
-            for line in notes:
-                show.note(line)
-            show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
-
-            def on_metrics(i: int, m: dict[str, float]) -> None:
-                if k > 1:
-                    m = m | state_stats.step_energies(m, k)
-                writer.row(i, m, time.perf_counter() - started)
-                show.step(i, m)
-                if on_step is not None and lead:
-                    on_step(i, m)
-
-            loop = HostLoop(
-                step=step,
-                n_steps=config.steps,
-                on_metrics=on_metrics,
-                checkpoints=checkpoints,
-                identity=identity,
-                policy=CheckpointPolicy(
-                    config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
-                ),
-                max_rejected=config.max_rejected,
-                signals=signals,
-                watch=watch,
-                resume=resume_command,
-                before_save=writer.flush,
-                converged=_stop_rule(config, writer.energies),
-            )
-            show.phase("training", config.steps, start=start)
-            if config.target_error is not None:
-                show.note(
-                    "stopping early once the energy's error bar is below "
-                    f"{config.target_error:g} Ha and it no longer drifts "
-                    "(psijax.statistics.stopping)"
+        try:
+            with StopSignals() as signals, watch:
+                build = lambda settings: make_step(
+                    net.log_abs,
+                    local_energy,
+                    optimizer,
+                    settings,
+                    mesh,
+                    template,
+                    sampler,
+                    estimators,
                 )
-            try:
+                # Compile the step (the largest launch cost) while pretraining and burn-in run,
+                # within the memory one device can give it (psijax.training.memory). Its
+                # compiling waits for pretraining's and burn-in's programs (``_Gate``).
+                budget = memory.budget()  # a collective with several processes: here, not below
+                notes: list[str] = []  # the compiler thread's, shown from this one
+                fresh = state is None
+                show.note("compiling the training step" + " (in the background)" * fresh)
+                t_compile = time.perf_counter()
+                gate = _Gate()
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    compiling = pool.submit(_timed, lambda: memory.compile_within(
+                        build, step_config(config), template, budget, config=config, mesh=mesh,
+                        optimizer=optimizer, note=notes.append, wait=gate.wait,
+                    ))  # fmt: skip
+                    try:
+                        if fresh:
+                            state = fresh_state(
+                                net, optimizer, sampler, molecule, config, mesh, show, watch,
+                                compiled=gate.open,
+                            )  # fmt: skip
+                    except BaseException:
+                        gate.close()  # the error shows now, not after the step's compile
+                        raise
+                    gate.open()
+                    if fresh and not compiling.done():
+                        show.note("waiting for the compiler")
+                    (step, _), compiled_at = compiling.result()
+                for line in notes:
+                    show.note(line)
+                show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
+
+                def on_metrics(i: int, m: dict[str, float]) -> None:
+                    if k > 1:
+                        m = m | state_stats.step_energies(m, k)
+                    writer.row(i, m, time.perf_counter() - started)
+                    show.step(i, m)
+                    if on_step is not None and lead:
+                        on_step(i, m)
+
+                loop = HostLoop(
+                    step=step,
+                    n_steps=config.steps,
+                    on_metrics=on_metrics,
+                    checkpoints=checkpoints,
+                    identity=identity,
+                    policy=CheckpointPolicy(
+                        config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
+                    ),
+                    max_rejected=config.max_rejected,
+                    signals=signals,
+                    watch=watch,
+                    resume=resume_command,
+                    before_save=writer.flush,
+                    converged=_stop_rule(config, writer.energies),
+                )
+                show.phase("training", config.steps, start=start)
+                if config.target_error is not None:
+                    show.note(
+                        "stopping early once the energy's error bar is below "
+                        f"{config.target_error:g} Ha and it no longer drifts "
+                        "(psijax.statistics.stopping)"
+                    )
                 state = loop.run(state, start)
-            finally:
-                show.close()
-                writer.close()
-                if checkpoints is not None:
-                    checkpoints.close()
+        finally:
+            show.close()
+            writer.close()
+            checkpoints.close()
 
         if loop.converged_at is not None:
             show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
@@ -276,6 +282,34 @@ def _stop_rule(config: config_lib.Config, energies: list[float]):
         return verdict.reason if verdict.stop else None
 
     return converged
+
+
+class _Gate:
+    """When the training step's compile may start. XLA's CPU client generates the code of
+    every compile on one pool of threads, in the order the work arrives: had the step's
+    compile started first, pretraining's and burn-in's programs would wait for all of it
+    (docs/benchmarks.md, "Launch"). ``open()`` once they are compiled; ``close()`` when the
+    start failed, so that the compile thread stops instead of compiling."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._wanted = True
+
+    def open(self) -> None:
+        self._event.set()
+
+    def close(self) -> None:
+        self._wanted = False
+        self._event.set()
+
+    def wait(self) -> None:
+        self._event.wait()
+        if not self._wanted:
+            raise _NotWanted
+
+
+class _NotWanted(Exception):
+    """The training step's compile was called off (``_Gate.close``)."""
 
 
 def _timed(fn):
