@@ -7,6 +7,7 @@ and burn-in would wait for all of it before their first step (psijax.training.jo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -35,8 +36,22 @@ class _Events(logging.Handler):
                 self.events.append(message.split("jit(")[1].split(")")[0])
 
 
-def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monkeypatch):
+@contextlib.contextmanager
+def _compile_log():
+    """``_Events`` of the compiles within, from JAX's compile log."""
     events = _Events()
+    logger = logging.getLogger("jax._src.dispatch")
+    logger.addHandler(events)
+    previous = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield events
+    finally:
+        jax.config.update("jax_log_compiles", previous)
+        logger.removeHandler(events)
+
+
+def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monkeypatch):
     fresh_state, compile_within = job.fresh_state, memory.compile_within
 
     def recorded_fresh_state(*args, compiled, **kwargs):
@@ -57,15 +72,8 @@ def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monk
 
     monkeypatch.setattr(job, "fresh_state", recorded_fresh_state)
     monkeypatch.setattr(memory, "compile_within", recorded_compile_within)
-    logger = logging.getLogger("jax._src.dispatch")
-    logger.addHandler(events)
-    previous = jax.config.jax_log_compiles
-    jax.config.update("jax_log_compiles", True)
-    try:
+    with _compile_log() as events:
         psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
-    finally:
-        jax.config.update("jax_log_compiles", previous)
-        logger.removeHandler(events)
     got = events.events
     assert got.count("GATE") == 1 and got.count("STEP") == 1, got
     gate, step = got.index("GATE"), got.index("STEP")
@@ -84,15 +92,6 @@ def test_a_failed_start_does_not_wait_for_the_training_steps_compile(tmp_path, m
         raise RuntimeError("Hartree-Fock failed")
 
     monkeypatch.setattr(start.scf, "hartree_fock", failing)
-    events = _Events()
-    logger = logging.getLogger("jax._src.dispatch")
-    logger.addHandler(events)
-    previous = jax.config.jax_log_compiles
-    jax.config.update("jax_log_compiles", True)
-    try:
-        with pytest.raises(RuntimeError, match="Hartree-Fock failed"):
-            psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
-    finally:
-        jax.config.update("jax_log_compiles", previous)
-        logger.removeHandler(events)
+    with _compile_log() as events, pytest.raises(RuntimeError, match="Hartree-Fock failed"):
+        psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
     assert not {"step", "group", "_combine"} & set(events.events), events.events

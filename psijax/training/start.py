@@ -110,19 +110,14 @@ def fresh_state(
             lowered = _burn_in_program(net, sampler, molecule, config, params, keys[3], walkers)
             burn = pool.submit(lowered.compile, cpu_codegen.compiler_options(brief=True))
 
-        told = []
-
-        def ready() -> None:  # both programs compiled: the training step's may start (once)
-            if not told:
-                if burn is not None:
-                    burn.result()
-                compiled()
-                told.append(True)
+        def ready() -> None:  # both programs compiled: the training step's may start
+            if burn is not None:
+                burn.result()
+            compiled()
 
         params, walkers = _pretrained(
             net, params, molecule, walkers, config, show, watch, keys[2], ready
         )
-        ready()  # (without pretraining, or where it did not say so itself)
         if burn is not None:
             lead_steps, own = burn_in_split(config.burn_in_steps, _leads(config))
             scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
@@ -141,8 +136,9 @@ def fresh_state(
 
 def _pretrained(net, params, molecule, walkers, config, show, watch, key, ready):
     """(params, walkers) after Hartree-Fock pretraining (unchanged without it); ``ready()``
-    once its program is compiled."""
+    once, when its program is compiled (at once without pretraining)."""
     if not config.pretrain_steps:
+        ready()
         return params, walkers
     copies = config.states
     t0 = time.perf_counter()
@@ -176,6 +172,7 @@ def _pretrained(net, params, molecule, walkers, config, show, watch, key, ready)
             key, net, params, molecule, walkers, hf=hf, basis=config.basis,
             note=show.note, **settings,
         )  # fmt: skip
+        ready()  # (its programs compile as it goes: only after it)
     show.note(
         f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
         f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
