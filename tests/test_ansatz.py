@@ -170,6 +170,35 @@ def test_psiformer_trains_on_four_devices_without_recompiling(optimizer):
     assert step._cache_size() == 1
 
 
+@pytest.mark.parametrize("name", ["ferminet", "psiformer-layernorm-blocks"])
+def test_initial_parameters_are_one_draw_the_same_inside_jit(name):
+    """One random draw for the whole tree (a draw per array was most of the init's compile
+    at launch), scaled per layer, the same values whether ``init`` runs alone or traced."""
+    net = ansaetze(3, 2)[name]
+    key = jax.random.PRNGKey(7)
+    jaxpr = str(jax.make_jaxpr(lambda k: net.init(k, jnp.float32))(key))
+    assert jaxpr.count("random_bits") == 1, "one draw of random numbers"
+    params = net.init(key, jnp.float32)
+    traced = jax.jit(lambda k: net.init(k, jnp.float32))(key)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(traced), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    other = net.init(jax.random.PRNGKey(8), jnp.float32)
+    weights = [
+        (path, np.asarray(w), np.asarray(o))
+        for (path, w), o in zip(
+            jax.tree_util.tree_leaves_with_path(params), jax.tree.leaves(other), strict=True
+        )
+        if getattr(path[-1], "key", None) == "w"
+    ]
+    assert len(weights) > 2
+    for path, w, o in weights:  # N(0, 1 / fan-in), and new numbers for a new key
+        fan_in = w.shape[0]
+        assert abs(w.std() * np.sqrt(fan_in) - 1) < 4 / np.sqrt(w.size) + 0.05, path
+        assert not np.allclose(w, o), path
+    firsts = {float(w.ravel()[0]) for _, w, _ in weights}  # each array its own numbers
+    assert len(firsts) == len(weights)
+
+
 def test_optimisers_declare_what_the_step_computes():
     assert optim.needs_of(optim.spring()) >= {"jacobian", "centered_energies"}
     assert optim.needs_of(optim.adam()) == frozenset()

@@ -95,3 +95,14 @@ def test_a_failed_start_does_not_wait_for_the_training_steps_compile(tmp_path, m
     with _compile_log() as events, pytest.raises(RuntimeError, match="Hartree-Fock failed"):
         psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
     assert not {"step", "group", "_combine"} & set(events.events), events.events
+
+
+def test_the_start_compiles_no_operation_per_parameter(tmp_path):
+    """The optimisers' initial states are one program each and pretraining's envelope
+    exponents are set on the host: run one operation at a time they were about twenty
+    compiles of 20-40 ms, several of them queued behind the training step's."""
+    jax.clear_caches()  # as in a new process: operations run before compile again
+    with _compile_log() as events:
+        psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
+    single = {"broadcast_in_dim", "reshape", "concatenate", "tile"} & set(events.events)
+    assert not single, events.events

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from psijax import precision
 from psijax.ansatz import jastrow as cusp
@@ -53,7 +56,7 @@ class Ansatz(Protocol):
 class MolecularAnsatz:
     """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
     ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow`` and
-    ``matmul_precision``, an ``_init(key, dtype)`` and ``_features(params, r, tapped)``:
+    ``matmul_precision``, an ``_init(normal, dtype)`` and ``_features(params, r, tapped)``:
     electron and atom counts, the orbital head, the orbitals and psi from the features
     (times the cusp factor, ``psijax.ansatz.jastrow``), ``log_abs``, ``log_abs_tapped``
     (``psijax.ansatz.taps``) and ``init`` as one program."""
@@ -114,20 +117,41 @@ class MolecularAnsatz:
     def init(self, key: Array, dtype=jnp.float32) -> Params:
         """Random parameters; shapes depend only on the static fields.
 
-        One compiled program, compiled without backend optimisation: run eagerly, its ~40
-        random ops were each compiled on their own (3.5 s at launch); jitted with XLA's
-        default optimisation the one program took 2.4 s to compile, at level 0 1.2 s.
+        One compiled program, compiled without backend optimisation, and one draw of
+        random numbers (``drawn``): run eagerly, its ~40 random ops were each compiled on
+        their own (3.5 s at launch); jitted at XLA's default optimisation with a draw per
+        array the program took 2.4 s to compile, at level 0 0.9-1.2 s, with one draw 0.2 s.
         """
         if isinstance(key, jax.core.Tracer):  # inside jit/eval_shape: nested jits take no
-            return self._init(key, jnp.dtype(dtype))  # compiler options
+            return drawn(self._init, key, jnp.dtype(dtype))  # compiler options
         return _jitted_init(self, key, jnp.dtype(dtype))
+
+
+Normal = Callable[[tuple[int, ...]], Array]  # shape -> standard normal numbers
+
+
+def drawn(build: Callable[[Normal, jnp.dtype], Params], key: Array, dtype) -> Params:
+    """``build(normal, dtype)`` with every ``normal(shape)`` cut from one draw of standard
+    normal numbers of ``dtype``: one random-number computation for the whole tree (each
+    draw expands into its own ~150 operations, most of the program's compile)."""
+    shapes: list[tuple[int, ...]] = []
+
+    def record(shape: tuple[int, ...]) -> Array:
+        shapes.append(tuple(shape))
+        return jnp.zeros(shape, dtype)
+
+    jax.eval_shape(lambda: build(record, dtype))  # the shapes asked for, in order
+    sizes = [math.prod(shape) for shape in shapes]
+    flat = jax.random.normal(key, (sum(sizes),), dtype)
+    parts = iter(jnp.split(flat, np.cumsum(sizes)[:-1].tolist()))
+    return build(lambda shape: next(parts).reshape(shape), dtype)
 
 
 @functools.partial(
     jax.jit, static_argnums=(0, 2), compiler_options={"xla_backend_optimization_level": 0}
 )
 def _jitted_init(net: MolecularAnsatz, key: Array, dtype) -> Params:
-    return net._init(key, dtype)
+    return drawn(net._init, key, dtype)
 
 
 def nuclei_of(molecule) -> tuple[tuple[float, float, float], ...]:

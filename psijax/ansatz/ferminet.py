@@ -13,12 +13,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
 import jax.numpy as jnp
 
 from psijax.ansatz import features, taps
 from psijax.ansatz import jastrow as cusp
-from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
+from psijax.ansatz.base import MolecularAnsatz, Normal, nuclei_of, soft_core_of
 from psijax.types import Array, Params
 
 
@@ -53,15 +52,13 @@ class FermiNet(MolecularAnsatz):
 
     # ----------------------------------------------------------------- init
 
-    def _init(self, key: Array, dtype) -> Params:
+    def _init(self, normal: Normal, dtype) -> Params:
         d1, d2 = 4 * self.n_atoms, 4
-        keys = iter(jax.random.split(key, 4 * len(self.layers) + 8))
 
         def dense(n_in: int, n_out: int, bias: bool = True) -> dict:
-            w = jax.random.normal(next(keys), (n_in, n_out), dtype) / math.sqrt(n_in)
-            p = {"w": w}
+            p = {"w": normal((n_in, n_out)) / math.sqrt(n_in)}
             if bias:
-                p["b"] = jax.random.normal(next(keys), (n_out,), dtype) * 0.1
+                p["b"] = normal((n_out,)) * 0.1
             return p
 
         layers = []
@@ -71,7 +68,7 @@ class FermiNet(MolecularAnsatz):
                 layer["two"] = dense(d2, w2)
             layers.append(layer)
             d1, d2 = w1, w2
-        orbitals = self.head.init(lambda: next(keys), d1, dtype)
+        orbitals = self.head.init(normal, d1, dtype)
         params = {"layers": layers, "orbitals": orbitals}
         if self.jastrow:
             params["jastrow"] = cusp.init(dtype)

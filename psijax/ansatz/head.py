@@ -33,17 +33,16 @@ class OrbitalHead:
     def _spins(self):
         return (("up", 0, self.n_up), ("down", self.n_up, self.n_down))
 
-    def init(self, next_key: Callable[[], Array], n_features: int, dtype) -> Params:
+    def init(self, normal: Callable[[tuple[int, ...]], Array], n_features: int, dtype) -> Params:
         """Projection weights and envelope exponents (sigma) and weights (pi) per spin;
-        ``next_key()`` hands out one fresh key per random array."""
+        ``normal(shape)`` hands out fresh standard-normal draws of ``dtype``."""
         n, m, k = self.n_up + self.n_down, self.n_atoms, self.n_determinants
         params = {}
         for spin, _, count in self._spins():
             if count == 0:
                 continue
             per_det = n if self.full_det else count
-            w = jax.random.normal(next_key(), (n_features, k * per_det), dtype)
-            w = w / math.sqrt(n_features)
+            w = normal((n_features, k * per_det)) / math.sqrt(n_features)
             params[spin] = {"w": w}
             params[spin + "_sigma"] = jnp.ones((m, k * per_det), dtype)
             params[spin + "_pi"] = jnp.ones((m, k * per_det), dtype)
@@ -120,9 +119,9 @@ class OrbitalHead:
             if count == 0:
                 continue
             own = decays if self.full_det else decays[start : start + count]
-            sigma = params[spin + "_sigma"]
-            tiled = jnp.tile(jnp.asarray(own, sigma.dtype), self.n_determinants)
-            new[spin + "_sigma"] = jnp.broadcast_to(tiled, sigma.shape)
+            sigma = params[spin + "_sigma"]  # made on the host: nothing to compile
+            tiled = np.tile(np.asarray(own, sigma.dtype), self.n_determinants)
+            new[spin + "_sigma"] = jax.device_put(np.broadcast_to(tiled, sigma.shape))
         return new
 
 

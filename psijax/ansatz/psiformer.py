@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from psijax.ansatz import features, taps
 from psijax.ansatz import jastrow as cusp
-from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
+from psijax.ansatz.base import MolecularAnsatz, Normal, nuclei_of, soft_core_of
 from psijax.types import Array, Params
 
 
@@ -64,14 +64,13 @@ class PsiFormer(MolecularAnsatz):
 
     # ----------------------------------------------------------------- init
 
-    def _init(self, key: Array, dtype) -> Params:
+    def _init(self, normal: Normal, dtype) -> Params:
         d = self.model_dim
-        keys = iter(jax.random.split(key, 6 * self.layers + 4))
 
         def dense(n_in: int, n_out: int, bias: bool = False) -> dict:
-            p = {"w": jax.random.normal(next(keys), (n_in, n_out), dtype) / math.sqrt(n_in)}
+            p = {"w": normal((n_in, n_out)) / math.sqrt(n_in)}
             if bias:
-                p["b"] = jax.random.normal(next(keys), (n_out,), dtype) * 0.1
+                p["b"] = normal((n_out,)) * 0.1
             return p
 
         def norm() -> dict:
@@ -91,7 +90,7 @@ class PsiFormer(MolecularAnsatz):
                 layer["norm_attention"], layer["norm_mlp"] = norm(), norm()
             layers.append(layer)
         params["layers"] = layers
-        params["orbitals"] = self.head.init(lambda: next(keys), d, dtype)
+        params["orbitals"] = self.head.init(normal, d, dtype)
         if self.jastrow:
             params["jastrow"] = cusp.init(dtype)
         return params

@@ -310,7 +310,7 @@ def pretrain(
     if fits_head(net):
         params = envelope_decays(net, params, hf)
     optimizer = _optimizer(net, params, LEARNING_RATE if learning_rate is None else learning_rate)
-    opt_state = optimizer.init(params)
+    opt_state = jax.jit(optimizer.init)(params)  # one program, not one per parameter
     walkers = jnp.asarray(walkers)
     sharding = walkers.sharding
     targets, coefficients = hf_orbital_basis(hf)

@@ -34,7 +34,7 @@ def train_state(
         width = Metropolis().init(walkers.dtype)
     state = TrainState(
         params=params,
-        opt_state=optimizer.init(params),
+        opt_state=jax.jit(optimizer.init)(params),  # as log_abs: one program
         walkers=walkers,
         log_abs=log_abs,
         width=jnp.asarray(width, walkers.dtype),
