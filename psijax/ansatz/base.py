@@ -120,7 +120,7 @@ class MolecularAnsatz:
         One compiled program, compiled without backend optimisation, and one draw of
         random numbers (``drawn``): run eagerly, its ~40 random ops were each compiled on
         their own (3.5 s at launch); jitted at XLA's default optimisation with a draw per
-        array the program took 2.4 s to compile, at level 0 0.9-1.2 s, with one draw 0.2 s.
+        array the program took 2.4 s to compile, at level 0 0.6-1.2 s, with one draw 0.2-0.4 s.
         """
         if isinstance(key, jax.core.Tracer):  # inside jit/eval_shape: nested jits take no
             return drawn(self._init, key, jnp.dtype(dtype))  # compiler options
