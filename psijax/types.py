@@ -40,6 +40,9 @@ LogAbs = Callable[[Params, Walker], Array]
 # What a jitted step reports, by name: scalars, or per-walker arrays [walker, ...].
 Metrics = dict[str, Array]
 
+# shape -> standard normal numbers: how an ansatz's init draws its random arrays
+Normal = Callable[[tuple[int, ...]], Array]
+
 # A scalar function of one walker, e.g. ``lambda r: apply(params, r).log_abs``.
 ScalarFn = Callable[[Walker], Array]
 

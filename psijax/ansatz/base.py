@@ -24,7 +24,7 @@ from psijax import precision
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz import taps
 from psijax.ansatz.head import OrbitalHead, determinants
-from psijax.types import Array, Params, Psi
+from psijax.types import Array, Normal, Params, Psi
 
 
 @runtime_checkable
@@ -125,9 +125,6 @@ class MolecularAnsatz:
         if isinstance(key, jax.core.Tracer):  # inside jit/eval_shape: nested jits take no
             return drawn(self._init, key, jnp.dtype(dtype))  # compiler options
         return _jitted_init(self, key, jnp.dtype(dtype))
-
-
-Normal = Callable[[tuple[int, ...]], Array]  # shape -> standard normal numbers
 
 
 def drawn(build: Callable[[Normal, jnp.dtype], Params], key: Array, dtype) -> Params:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +18,7 @@ import numpy as np
 
 from psijax.ansatz import slogdet as slogdet_lib
 from psijax.ansatz import taps
-from psijax.types import Array, Params, Psi
+from psijax.types import Array, Normal, Params, Psi
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +32,7 @@ class OrbitalHead:
     def _spins(self):
         return (("up", 0, self.n_up), ("down", self.n_up, self.n_down))
 
-    def init(self, normal: Callable[[tuple[int, ...]], Array], n_features: int, dtype) -> Params:
+    def init(self, normal: Normal, n_features: int, dtype) -> Params:
         """Projection weights and envelope exponents (sigma) and weights (pi) per spin;
         ``normal(shape)`` hands out fresh standard-normal draws of ``dtype``."""
         n, m, k = self.n_up + self.n_down, self.n_atoms, self.n_determinants

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 
 from psijax.ansatz import features, taps
 from psijax.ansatz import jastrow as cusp
-from psijax.ansatz.base import MolecularAnsatz, Normal, nuclei_of, soft_core_of
-from psijax.types import Array, Params
+from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
+from psijax.types import Array, Normal, Params
 
 
 @dataclasses.dataclass(frozen=True)
