@@ -21,6 +21,7 @@ from psijax.run.loop import CheckpointPolicy, HostLoop
 from psijax.run.progress import Progress
 from psijax.rundir.checkpoint import Checkpoints
 
+from close import assert_energies_close, column
 from runs import metrics, start, tiny_config
 from runs import psijax as run_cli
 
@@ -106,8 +107,10 @@ def test_a_run_saved_on_four_devices_continues_on_fewer(tmp_path, devices):
     psijax.train(**SMALL, steps=4, devices=4, checkpoint_every=4, out=out)
     moved = psijax.train(out=out, resume=True, steps=8, devices=devices, progress=False)
     np.testing.assert_array_equal(moved.energies[:4], full.energies[:4])
-    # Another device count sums in another order: equal to float32 rounding.
-    np.testing.assert_allclose(moved.energies, full.energies, rtol=2e-5)
+    # Another device count sums in another order: equal to float32 rounding of the local
+    # energies (a step's mean can be near 0 Ha; the local energies are not)
+    variance = column(metrics(full.out), "variance")
+    assert_energies_close(moved.energies, full.energies, variance, rtol=2e-5)
 
 
 def test_repeated_nonfinite_steps_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):

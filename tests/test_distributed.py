@@ -9,6 +9,7 @@ import socket
 import numpy as np
 import pytest
 
+from close import assert_energies_close, column
 from runs import metrics, psijax, start, tiny_config
 
 
@@ -42,7 +43,9 @@ def test_two_processes_match_one_process_and_resume_on_one(tmp_path):
     # only process 0 reports (gloo itself prints connection lines on every process)
     assert "energy" in coordinator_out and "energy" not in worker_out
 
-    np.testing.assert_allclose(energies(two), energies(one), rtol=1e-5)
+    # 4 devices in one process against 2 x 2 in two: float32 sums in another order
+    assert_energies_close(energies(two), energies(one), column(metrics(one), "variance"),
+                          rtol=1e-5)  # fmt: skip
     saved = sorted(p.name for p in (two / "checkpoints").iterdir())
     assert saved == ["3", "6"]
 

@@ -22,6 +22,8 @@ from psijax.statistics.states import matrix_names
 from psijax.system import preset
 from psijax.types import Psi
 
+from close import assert_close, column
+
 H = preset("H")
 
 
@@ -213,9 +215,7 @@ def test_states_train_resume_evaluate_and_report(tmp_path):
         rows = list(csv.DictReader(f))
     assert {"energy_state_0", "energy_state_1", "energy_matrix_1_0"} <= set(rows[0])
     m = state_stats.matrices_of([{k: float(v) for k, v in r.items()} for r in rows], 2)
-    np.testing.assert_allclose(
-        [float(r["energy"]) for r in rows], np.trace(m, axis1=1, axis2=2), rtol=1e-5
-    )
+    assert_close(column(rows, "energy"), np.trace(m, axis1=1, axis2=2), rtol=1e-5)
     again = psijax.train(out=str(out), resume=True, steps=20, progress=False)
     assert len(again.energies) == 20
     summary = json.loads((out / "summary.json").read_text())
