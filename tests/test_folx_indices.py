@@ -2,8 +2,11 @@
 same sets as jnp.unique's (empty rows included), the same masks as jax.numpy's, reached by
 folx's sparse sums, and the same Laplacian to the bit."""
 
+import contextlib
 import functools
+import threading
 
+import folx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,9 +45,6 @@ def _f(x):
 
 
 def test_same_laplacian_to_the_bit_with_numpy_sets(monkeypatch):
-    assert _folx_indices.install()
-    assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)
-    assert isinstance(folx_utils.jnp, _folx_indices._UtilsNumpy)
     calls, masks = [], []
     rows, canonical = _folx_indices.unique_rows, _folx_indices._canonical
     monkeypatch.setattr(_folx_indices, "unique_rows", lambda *a: calls.append(1) or rows(*a))
@@ -54,11 +54,46 @@ def test_same_laplacian_to_the_bit_with_numpy_sets(monkeypatch):
     with_numpy = op(_f)(x)
     assert calls, "folx's sparse sums no longer reach the numpy sets"
     assert masks, "folx's index masks no longer reach numpy"
-    monkeypatch.setattr(folx_jvp, "jnp", jnp)  # folx as shipped
-    monkeypatch.setattr(folx_utils, "jnp", jnp)
+    n_calls = len(calls)
+    monkeypatch.setattr(_folx_indices, "active", contextlib.nullcontext)  # folx as shipped
     with_jax = op(_f)(x)
+    assert len(calls) == n_calls
     for a, b in zip(with_numpy, with_jax, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # folx called directly, by a user beside psijax: jax.numpy's own sets
+    folx.forward_laplacian(lambda y: _f(y.reshape(6, 3)), sparsity_threshold=6)(x.reshape(-1))
+    assert len(calls) == n_calls, "folx used psijax's numpy sets outside psijax's Laplacian"
+
+
+def test_folx_is_as_shipped_outside_psijaxs_laplacian():
+    """The shims live only while psijax's forward Laplacian traces, in every thread: nested
+    scopes and scopes on several threads leave folx's modules with jax.numpy itself."""
+    assert folx_jvp.jnp is jnp and folx_utils.jnp is jnp
+    with _folx_indices.active():
+        assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)
+        assert isinstance(folx_utils.jnp, _folx_indices._UtilsNumpy)
+        with _folx_indices.active():
+            pass
+        assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)  # the outer scope still holds
+    assert folx_jvp.jnp is jnp and folx_utils.jnp is jnp
+    inside, started = threading.Barrier(3), threading.Event()
+
+    def trace():
+        with _folx_indices.active():
+            inside.wait(timeout=30)
+            started.wait(timeout=30)
+
+    threads = [threading.Thread(target=trace) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait(timeout=30)  # both threads inside their scopes
+    assert isinstance(folx_jvp.jnp, _folx_indices._JaxNumpy)
+    started.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert folx_jvp.jnp is jnp and folx_utils.jnp is jnp
+    ForwardSparse(6)(_f)(jnp.ones((6, 3)))  # and after psijax's own Laplacian
+    assert folx_jvp.jnp is jnp and folx_utils.jnp is jnp
 
 
 @pytest.mark.parametrize("shapes", [[(3, 4), (3, 2)], [(2, 1, 5), (2, 3, 5)], [(4,), (0,)]])

@@ -41,8 +41,6 @@ from psijax.errors import UnsupportedError
 from psijax.laplacian import _folx_indices, _host_eval
 from psijax.types import Array, ScalarFn
 
-_folx_indices.install()  # folx's sparse index sets in numpy: no XLA program per set
-
 Literal = jax.extend.core.Literal
 ClosedJaxpr = jax.extend.core.ClosedJaxpr
 _JITS = ("jit", "pjit")
@@ -62,7 +60,12 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
     walker_part = _walker_part(closed, flat)
     state = init_forward_laplacian_state(flat, sparsity=sparsity_threshold > 0, weights=1.0)
     try:
-        with _dense_fallbacks_said_once(), precision.scope(precision.of_jaxpr(closed)):
+        # folx's sparse index sets in numpy while it traces: no XLA program per set
+        with (
+            _dense_fallbacks_said_once(),
+            precision.scope(precision.of_jaxpr(closed)),
+            _folx_indices.active(),
+        ):
             (out,) = eval_jaxpr_with_forward_laplacian(
                 walker_part.jaxpr, walker_part.consts, *state,
                 sparsity_threshold=sparsity_threshold,

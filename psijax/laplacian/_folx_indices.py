@@ -12,16 +12,20 @@ The same holds for folx's bookkeeping of its index masks in ``folx.utils`` (padd
 to one length, squeezing their unit axes, reading their rank): tracing N2's step compiled
 64 programs for ``jnp.concatenate``, ``jnp.squeeze`` and ``jnp.array`` on numpy masks.
 
-``install`` (``psijax.laplacian`` calls it) gives folx's ``jvp`` module a ``jnp`` whose
-``unique`` and ``vectorize`` compute the same sets with numpy when handed numpy arrays,
-and its ``utils`` module one whose ``concatenate``, ``squeeze`` and ``array`` do the same
-data movement with numpy; everything else, and every traced value, goes to ``jax.numpy``
-itself. The sets and masks are the same integers, so the Laplacian is the same to the bit.
+``active()`` (around psijax's own forward Laplacians: ``psijax.laplacian._folx``) gives
+folx's ``jvp`` module a ``jnp`` whose ``unique`` and ``vectorize`` compute the same sets
+with numpy when handed numpy arrays, and its ``utils`` module one whose ``concatenate``,
+``squeeze`` and ``array`` do the same data movement with numpy; everything else, and every
+traced value, goes to ``jax.numpy`` itself. The sets and masks are the same integers, so
+the Laplacian is the same to the bit. Outside it folx's modules are as folx ships them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -120,18 +124,42 @@ class _UtilsNumpy:
         return _canonical(a.copy())
 
 
-def install() -> bool:
-    """Give folx's ``jvp`` and ``utils`` modules the numpy-backed ``jnp``; False where that
-    folx has neither."""
+_lock = threading.Lock()
+_depth = 0  # how many ``active()`` scopes are open, in every thread
+_replaced: list = []  # the folx modules whose ``jnp`` the open scopes replaced
+
+
+@contextlib.contextmanager
+def active() -> Iterator[None]:
+    """folx's ``jvp`` and ``utils`` modules with the numpy-backed ``jnp`` inside; as they
+    were once the last open scope (of any thread) closes. Re-entrant and thread-safe:
+    psijax traces several programs at once on its own threads. folx code that another
+    thread runs meanwhile gets the same sets and masks, computed with numpy."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            _replaced.extend(_swap_in())
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for module in _replaced:
+                    module.jnp = jnp
+                _replaced.clear()
+
+
+def _swap_in() -> list:
+    """Give the folx modules that use ``jax.numpy`` itself the shims; the modules changed."""
     try:
         from folx import jvp, utils
     except ImportError:  # pragma: no cover - folx is a dependency
-        return False
-    done = False
+        return []
+    changed = []
     for module, shim in ((jvp, _JaxNumpy), (utils, _UtilsNumpy)):
-        if isinstance(getattr(module, "jnp", None), shim):
-            done = True
-        elif getattr(module, "jnp", None) is jnp:
+        if getattr(module, "jnp", None) is jnp:  # a jnp someone else put there stays
             module.jnp = shim()
-            done = True
-    return done
+            changed.append(module)
+    return changed
