@@ -21,6 +21,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.parallel.batching import map_walkers
@@ -97,4 +98,5 @@ def build_named(name, system_name, molecule, mesh):
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import jax
 
+import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, system
 from psijax.run.progress import Progress
@@ -122,4 +123,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -27,6 +27,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import psijax  # noqa: E402
 from psijax import hamiltonian, laplacian, sampling, system  # noqa: E402
 from psijax.config import Config  # noqa: E402
 from psijax.statistics import blocking_estimate  # noqa: E402
@@ -139,4 +140,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ecp_hartree_fock import determinant  # noqa: E402
 from molecule_scale import atom_string  # noqa: E402
 
+import psijax  # noqa: E402
 from psijax import sampling, system  # noqa: E402
 from psijax.hamiltonian import ecp as ecp_terms  # noqa: E402
 from psijax.system import scf  # noqa: E402
@@ -97,4 +98,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.estimators import observables
@@ -142,4 +143,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

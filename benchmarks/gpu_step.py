@@ -29,6 +29,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+import psijax
 from psijax import config as config_lib
 from psijax import sampling
 from psijax.parallel.batching import map_walkers
@@ -231,4 +232,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -16,6 +16,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import psijax  # noqa: E402
 from psijax import laplacian  # noqa: E402
 from psijax.ansatz import FermiNet  # noqa: E402
 from psijax.hamiltonian import kinetic_energy  # noqa: E402
@@ -50,4 +51,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import psijax
 from psijax import config as config_lib
 from psijax import laplacian, optim, registry, system
 from psijax.ansatz import FermiNet
@@ -216,4 +217,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

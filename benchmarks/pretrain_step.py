@@ -74,4 +74,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -134,8 +134,10 @@ def main() -> None:
         print(f"| {n} | {r['lapack'] * 1e3:.2f} | {r['unrolled'] * 1e3:.2f} | "
               f"{r['unrolled'] / r['lapack']:.2f}x | {err(r['lapack_err'])} | "
               f"{err(r['unrolled_err'])} |", flush=True)  # fmt: skip
-    print("\n| system | orbital matrices | compile s, samplers by LAPACK / psijax | step, "
-          "samplers by LAPACK | step, psijax | psijax / LAPACK |\n" + "|---" * 6 + "|")
+    print(
+        "\n| system | orbital matrices | compile s, samplers by LAPACK / psijax | step, "
+        "samplers by LAPACK | step, psijax | psijax / LAPACK |\n" + "|---" * 6 + "|"
+    )
     for system in filter(None, args.systems.split(",")):
         r = step_row(system, args.steps, args.rounds)
         c, sizes = r["compile"], "/".join(f"{n} x {n}" for n in r["sizes"])
@@ -145,4 +147,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import psijax
+
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

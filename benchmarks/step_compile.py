@@ -95,8 +95,10 @@ def main() -> None:
           f"python {platform.python_version()}, jax {jax.__version__}, "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; "
           f"command: python benchmarks/step_compile.py {' '.join(sys.argv[1:])}")  # fmt: skip
-    print("\n| Laplacian | local energy: lower / compile s (StableHLO lines) "
-          "| step: lower / compile s (lines) | median step s |\n|---|---|---|---|")
+    print(
+        "\n| Laplacian | local energy: lower / compile s (StableHLO lines) "
+        "| step: lower / compile s (lines) | median step s |\n|---|---|---|---|"
+    )
     for laplacian in args.laplacian.split(","):
         done = subprocess.run(
             [sys.executable, __file__, "--system", args.system, "--steps", str(args.steps),
@@ -110,4 +112,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import psijax
+
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 from jax.profiler import ProfileData
 
+import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.parallel import cpu_blas
@@ -243,4 +244,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -103,4 +103,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import psijax
+
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

@@ -33,6 +33,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+import psijax  # noqa: E402
 from psijax import config as config_lib  # noqa: E402
 from psijax import hamiltonian, parallel, registry, sampling, system  # noqa: E402
 from psijax.optim.gradient import make_energy_loss  # noqa: E402
@@ -377,4 +378,5 @@ def _version(name: str) -> str:
 
 
 if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
     main()

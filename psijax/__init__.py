@@ -1,20 +1,15 @@
-"""psijax: neural-network wavefunctions by variational Monte Carlo on current JAX."""
+"""psijax: neural-network wavefunctions by variational Monte Carlo on current JAX.
+
+Importing psijax changes nothing outside it; ``configure()`` is the process-wide set-up
+(``train``, ``evaluate``, ``load`` and the CLI call it): see ``psijax.runtime``."""
 
 from importlib.metadata import PackageNotFoundError as _NotInstalled
 from importlib.metadata import version as _version
 
-from psijax.parallel import cpu_blas as _cpu_blas
-from psijax.parallel import cpu_pool as _cpu_pool
-
-# Batched LU in pieces XLA's CPU pool cannot deadlock on, or else (before JAX makes its CPU
-# backend) a pool of one thread: see psijax.parallel.cpu_lapack and cpu_pool.
-_cpu_pool.one_thread()
-# LAPACK's BLAS on one thread, so that its idle workers do not take XLA's cores (cpu_blas).
-_cpu_blas.one_thread()
-
-from psijax.config import Config  # noqa: E402
-from psijax.system import Molecule  # noqa: E402
-from psijax.types import Psi, TrainState  # noqa: E402
+from psijax.config import Config
+from psijax.runtime import configure, unconfigure
+from psijax.system import Molecule
+from psijax.types import Psi, TrainState
 
 try:  # the version pyproject.toml declares, as installed
     __version__ = _version("psijax")
@@ -45,5 +40,6 @@ def load(run, **options):
 
 
 __all__ = [
-    "Config", "Molecule", "Psi", "TrainState", "__version__", "evaluate", "load", "train",
+    "Config", "Molecule", "Psi", "TrainState", "__version__", "configure", "evaluate", "load",
+    "train", "unconfigure",
 ]  # fmt: skip

@@ -29,6 +29,7 @@ from psijax.estimators import observables
 from psijax.estimators import states as state_observables
 from psijax.parallel.batching import map_walkers
 from psijax.rundir import checkpoint, train_files
+from psijax.runtime import configure
 from psijax.sampling import burn_in
 from psijax.training.state import abstract_train_state
 from psijax.types import Array, Params, Psi, Walkers
@@ -179,6 +180,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     """The wavefunction of the newest checkpoint in ``run`` on ``devices`` local devices
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
+    configure()
     path = check_run(run)
     config = train_files.read_config(path)
     molecule = system.for_config(config)

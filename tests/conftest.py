@@ -27,6 +27,12 @@ import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 4)
 
+import psijax  # noqa: E402
+
+# The tests drive psijax's parts (steps, Laplacians, samplers) as a program of its own
+# would: after the process-wide set-up (batched LAPACK in pieces on four CPU devices).
+psijax.configure()
+
 
 import sys  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The BLAS behind jaxlib's CPU LAPACK runs on one thread once psijax is imported
+"""The BLAS behind jaxlib's CPU LAPACK runs on one thread once psijax.configure() has run
 (psijax.parallel.cpu_blas); numpy's own copy and a count the user chose are left alone."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ PROGRAM = textwrap.dedent(
         threadpoolctl.ThreadpoolController().limit(limits=2, user_api="blas")
     before = {{i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()}}
     import psijax
+    psijax.configure()
     from psijax.parallel import cpu_blas
     jax.block_until_ready(jnp.linalg.slogdet(jnp.eye(3) + 0.5))  # jaxlib's LAPACK in use
     after = {{i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()}}

@@ -1,8 +1,16 @@
 """Batched LAPACK calls that XLA's CPU pool could split go to LAPACK in pieces that it
-cannot (psijax.parallel.cpu_lapack): the same results, on one device and sharded. That
-two CPU devices no longer deadlock is tests/test_cpu_pool.py's."""
+cannot (psijax.parallel.cpu_lapack, installed by psijax.configure()): the same results,
+on one device and sharded; concurrent batched LU no longer deadlocks the pool, on one and
+two CPU devices; where the pieces cannot be installed the pool gets one thread, unless
+the user chose its size or JAX made it first."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -82,3 +90,98 @@ def test_pieces_keep_a_sharded_batch_sharded():
     assert log_abs.sharding.is_equivalent_to(NamedSharding(mesh, PartitionSpec("walkers")), 1)
     np.testing.assert_allclose(log_abs, np.linalg.slogdet(xs)[1], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(grad, np.linalg.inv(xs).swapaxes(-1, -2), rtol=1e-8, atol=1e-8)
+
+
+# Sixteen independent batched slogdets, each above jaxlib's threshold for splitting its
+# batch over the pool: with the default pool (one thread per core) this program stalled
+# for ever on a 2-core machine, every time (benchmarks/lapack_stall.py).
+PROGRAM = textwrap.dedent(
+    """
+    import os
+    import psijax
+    psijax.configure()  # before any JAX computation: psijax's own or the user's
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def program(xs):
+        total = 0.0
+        for j, x in enumerate(xs):
+            sign, log_abs = jnp.linalg.slogdet(jnp.tanh(x @ x.mT * (j + 1)) + jnp.eye(14))
+            total = total + jnp.sum(sign * log_abs)
+        return total
+
+    xs = [jax.random.normal(k, (1024, 14, 14)) for k in jax.random.split(jax.random.key(0), 16)]
+    for i in range(5):
+        program([x + i for x in xs]).block_until_ready()
+    tasks = os.listdir("/proc/self/task")
+    threads = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    print(os.environ.get("PJRT_NPROC"), threads.count("tf_XLAEigen"))
+    """
+)
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in cpu_lapack.POOL_ENV}
+    return {**env, "JAX_NUM_CPU_DEVICES": "1", **extra}
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("devices", [1, 2])
+def test_concurrent_batched_lu_finishes_once_psijax_is_configured(devices):
+    """One or two CPU devices, XLA's pool of one thread per core (at least one per device):
+    on a splitting jaxlib psijax hands LAPACK the batches in pieces it cannot split; without
+    them this program stalled every time on two cores (jaxlib 0.10.2, 2 of 2 times on two
+    devices). The pool keeps XLA's size."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=_clean_env(JAX_NUM_CPU_DEVICES=str(devices)),
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    nproc, pool_threads = out.stdout.split()
+    assert nproc == "None"  # XLA's own size: the pool is left alone
+    if sys.platform.startswith("linux") and cpu_lapack.splitting_jaxlib():
+        assert int(pool_threads) == max(cpu_lapack.cores(), devices)
+
+
+@pytest.fixture
+def no_pieces(monkeypatch):
+    """A splitting jaxlib whose internals psijax cannot wrap: the one-thread pool's case."""
+    monkeypatch.setattr(cpu_lapack, "splitting_jaxlib", lambda: True)
+    monkeypatch.setattr(cpu_lapack, "installed", lambda: False)
+    monkeypatch.setattr(cpu_lapack, "_backends_exist", lambda: False)
+    for name in cpu_lapack.POOL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_without_pieces_the_pool_gets_one_thread(no_pieces):
+    assert cpu_lapack.one_thread_pool() is True
+    assert os.environ["PJRT_NPROC"] == "1"
+
+
+def test_a_size_the_user_chose_is_kept(no_pieces, monkeypatch):
+    monkeypatch.setenv("PJRT_NPROC", "2")
+    assert cpu_lapack.one_thread_pool() is False
+    assert os.environ["PJRT_NPROC"] == "2"
+    monkeypatch.delenv("PJRT_NPROC")
+    monkeypatch.setenv("NPROC", "1")
+    assert cpu_lapack.one_thread_pool() is False
+    assert "PJRT_NPROC" not in os.environ
+
+
+def test_a_pool_made_before_the_set_up_is_named(no_pieces, monkeypatch):
+    monkeypatch.setattr(cpu_lapack, "_backends_exist", lambda: True)
+    monkeypatch.setattr(cpu_lapack, "cores", lambda: 2)
+    said = r"call psijax.configure\(\) first or set PJRT_NPROC=1"
+    with pytest.warns(RuntimeWarning, match=said):
+        assert cpu_lapack.one_thread_pool() is False
+    assert not any(name in os.environ for name in cpu_lapack.POOL_ENV)
+
+
+def test_a_pool_that_needs_no_single_thread_is_left_alone(monkeypatch):
+    for name in cpu_lapack.POOL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu_lapack, "installed", lambda: True)  # the pieces are in place
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cpu_lapack.one_thread_pool() is False
+    assert not any(name in os.environ for name in cpu_lapack.POOL_ENV)

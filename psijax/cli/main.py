@@ -8,6 +8,7 @@ import sys
 
 from psijax.cli import evaluate, flags
 from psijax.errors import InputError, Interrupted, PsijaxError, TrainingError
+from psijax.runtime import configure
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        configure()
         if args.command in evaluate.COMMANDS:
             return evaluate.run(args)
         return _train(args)

@@ -8,7 +8,7 @@ threads all through the step. On the 2-core CPU the LiH step took 104-109 ms wit
 65-71 ms with scipy's BLAS on one thread; XLA's two threads were busy 85-89% of the step's
 wall time instead of 80-83% (docs/benchmarks.md, "LAPACK's own threads").
 
-``one_thread`` (``import psijax`` calls it) sets the BLAS libraries that scipy's LAPACK can
+``one_thread`` (``psijax.configure()`` calls it) sets the BLAS libraries that scipy's LAPACK can
 call to one thread, through ``threadpoolctl``. numpy's private OpenBLAS (numpy's wheels
 bundle their own copy, for numpy's products on the host: Hartree-Fock) keeps its threads.
 Where numpy and scipy share one BLAS library (conda, Linux distributions) that library is
@@ -31,15 +31,23 @@ def lapack_threads() -> list[int]:
     return [c.num_threads for c in _lapack_controllers()]
 
 
-def one_thread() -> list[str]:
+def one_thread() -> dict[str, int]:
     """Set the BLAS libraries behind scipy's LAPACK to one thread unless the user chose a
-    count; the files of the libraries set (empty where none was, or none could be)."""
+    count; each library set (its file) with the threads it had, for ``restore``."""
     if any(name in os.environ for name in ENV):
-        return []
-    chosen = _lapack_controllers()
-    for controller in chosen:
+        return {}
+    before = {}
+    for controller in _lapack_controllers():
+        before[controller.filepath] = controller.num_threads
         controller.set_num_threads(1)
-    return [c.filepath for c in chosen]
+    return before
+
+
+def restore(threads: dict[str, int]) -> None:
+    """Give each library of ``threads`` (what ``one_thread`` returned) its count again."""
+    for controller in _lapack_controllers():
+        if controller.filepath in threads:
+            controller.set_num_threads(threads[controller.filepath])
 
 
 def _lapack_controllers() -> list:

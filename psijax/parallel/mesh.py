@@ -9,7 +9,6 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from psijax.errors import InputError
-from psijax.parallel import cpu_pool
 
 WALKER_AXIS = "walkers"
 S = TypeVar("S", bound=tuple)
@@ -21,10 +20,8 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
     Built as a ``Mesh`` of the device list, not by ``jax.make_mesh``: since JAX 0.11
     ``make_mesh`` refuses devices from several slices, which is how JAX describes the
     GPUs of a multi-node job (NetKet issue 2260). Its topology-aware reordering buys
-    nothing on one axis that is only split and reduced over. The first mesh of a process
-    asks for XLA's one-thread CPU pool where it is needed (``psijax.parallel.cpu_pool``).
+    nothing on one axis that is only split and reduced over.
     """
-    cpu_pool.one_thread_or_warn()
     devices = jax.devices()
     n = len(devices) if n_devices is None else n_devices
     if not 1 <= n <= len(devices):

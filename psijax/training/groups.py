@@ -38,7 +38,7 @@ from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, PER_WALKER
 from psijax.optim.gradient import energy_stats, make_local_energies
 from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
-from psijax.parallel.cpu_pool import cores as _cores
+from psijax.parallel.cpu_lapack import cores as _cores
 from psijax.sampling.metropolis import Metropolis
 from psijax.training.step import Moved, StepConfig, finish, streams, walker_chunk
 from psijax.types import TrainState
