@@ -2,7 +2,7 @@
 
 XLA's CPU client queues a program's code generation behind any other under way: had the
 step's compile (in the background, minutes for large molecules) started first, pretraining
-and burn-in would wait for all of it before their first step (psijax.training.job).
+and burn-in would wait for all of it before their first step (psijax.training.start).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import jax
 import pytest
 
 import psijax
-from psijax.training import job, memory
+from psijax.training import memory, start
 from tests.runs import TINY
 
 pytestmark = pytest.mark.compat
@@ -52,7 +52,7 @@ def _compile_log():
 
 
 def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monkeypatch):
-    fresh_state, compile_within = job.fresh_state, memory.compile_within
+    fresh_state, compile_within = start.fresh_state, memory.compile_within
 
     def recorded_fresh_state(*args, compiled, **kwargs):
         def opened():
@@ -70,7 +70,7 @@ def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monk
 
         return compile_within(*args, wait=waited, **kwargs)
 
-    monkeypatch.setattr(job, "fresh_state", recorded_fresh_state)
+    monkeypatch.setattr(start, "fresh_state", recorded_fresh_state)
     monkeypatch.setattr(memory, "compile_within", recorded_compile_within)
     with _compile_log() as events:
         psijax.train(**TINY, steps=2, out=tmp_path / "run", progress=False)
@@ -86,8 +86,6 @@ def test_pretraining_and_burn_in_compile_before_the_training_step(tmp_path, monk
 
 
 def test_a_failed_start_does_not_wait_for_the_training_steps_compile(tmp_path, monkeypatch):
-    from psijax.training import start
-
     def failing(*args, **kwargs):
         raise RuntimeError("Hartree-Fock failed")
 

@@ -37,12 +37,14 @@ from psijax.evaluation import step as eval_step
 from psijax.evaluation.settings import KEEP_CHECKPOINTS, EvalSettings
 from psijax.parallel.batching import auto_chunk
 from psijax.run.compile_cache import use_compilation_cache
-from psijax.run.loop import CheckpointPolicy, HostLoop, Rejection, StopSignals, step_watch
+from psijax.run.context import RunFiles, running
+from psijax.run.loop import Rejection
 from psijax.run.progress import EvalProgress
 from psijax.rundir import checkpoint, eval_files, lock, report
+from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule
 from psijax.training import memory
-from psijax.wavefunction import check_run, load
+from psijax.wavefunction import Wavefunction, check_run, load
 
 EVAL_DIR = "eval"
 REJECTION = Rejection(
@@ -103,56 +105,117 @@ def evaluate(
     raises ``InputError``.
     """
     started = time.perf_counter()
+    configure()
+    job = _resolve(run, resume, force, stall_timeout, dict(
+        steps=steps, walkers=walkers, target_error=target_error, observables=observables,
+        burn_in=burn_in, seed=seed, save_positions=save_positions,
+        checkpoint_every=checkpoint_every, devices=devices,
+    ))  # fmt: skip
+    parts = _build(job, given_observables=observables is not None)
+    state = _restored(job, parts) if resume else None
+    start = 0 if state is None else int(np.asarray(parallel.to_host(state.step)))
+    settings, wf, out = job.settings, job.wf, job.out
+    show = EvalProgress(settings.steps, enabled=progress and job.lead)
+    files = RunFiles(
+        out, f"evaluation of {str(job.run)!r}", f"psijax evaluate {job.run} --resume",
+        KEEP_CHECKPOINTS, job.stall_timeout, lock_fix="then evaluate again",
+        unwritable=f"make {str(out)!r} a directory psijax can write, then evaluate again",
+    )  # fmt: skip
+    make_writer = lambda: _writer(job, parts, start if resume else None)
+    with running(files, start, make_writer, show, lead=job.lead) as ctx:
+        step, state = _launch(job, parts, state, show, ctx.watch)
+        ctx.writer.start(_static(job, parts))
+        energies: list[float] = [r["energy"] for r in ctx.writer.rows]
+        first: list[float] = []  # when the first step of this call was done
+        loop = ctx.loop(
+            lambda s: step(wf.params, s), settings.steps,
+            _recorder(ctx.writer, show, energies, first, started), identity=parts.identity,
+            every_steps=settings.checkpoint_every, max_rejected=wf.config.max_rejected,
+            rejection=REJECTION, converged=_stop_rule(settings.target_error, energies),
+        )  # fmt: skip
+        show.phase("evaluating", settings.steps, start=start)
+        state = loop.run(state, start)
+        return _summarise(job, parts, ctx.writer, loop, state, energies, first, start, started)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """An evaluation's checked inputs: the trained run, its wavefunction, the settings."""
+
+    run: Path
+    out: Path
+    wf: Wavefunction
+    settings: EvalSettings
+    n_walkers: int
+    mesh: object
+    resume: bool
+    stall_timeout: float
+    lead: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """The Hamiltonian, the observables with their per-walker values and columns, and the
+    checkpoints' identity."""
+
+    energy: object
+    observed: tuple
+    local_values: object
+    columns: tuple
+    identity: dict
+
+
+def _resolve(run, resume: bool, force: bool, stall_timeout, given: dict) -> _Job:
+    """The run, its wavefunction and the settings (saved ones when resuming), all checked
+    before anything is written."""
     if stall_timeout is not None and not stall_timeout >= 0:
         raise InputError(
             f"stall_timeout={stall_timeout} must be >= 0 seconds; give e.g. 120 (0: no watch)"
         )
     run = check_run(run)
     out = run / EVAL_DIR
-    given = dict(walkers=walkers, observables=observables, burn_in=burn_in, seed=seed)
+    save_positions = given.pop("save_positions")
     if resume:
         if force:
             raise InputError("--resume and --force contradict each other; give only one")
-        saved = _saved_settings(out, given, save_positions)
-        steps = saved["max_steps"] if steps is None else steps
-        target_error = saved["target_error"] if target_error is None else target_error
-        walkers, observables = saved["walkers"], saved["observables"]
-        burn_in, seed, save_positions = saved["burn_in_steps"], saved["seed"], saved["positions"]
+        fixed = {k: given[k] for k in ("walkers", "observables", "burn_in", "seed")}
+        saved = _saved_settings(out, fixed, save_positions)
+        given["steps"] = saved["max_steps"] if given["steps"] is None else given["steps"]
+        if given["target_error"] is None:
+            given["target_error"] = saved["target_error"]
+        given.update(walkers=saved["walkers"], observables=saved["observables"],
+                     burn_in=saved["burn_in_steps"], seed=saved["seed"])  # fmt: skip
+        save_positions = saved["positions"]
     settings = EvalSettings.make(
-        steps, walkers, burn_in, target_error, observables, seed, save_positions,
-        checkpoint_every,
+        given["steps"], given["walkers"], given["burn_in"], given["target_error"],
+        given["observables"], given["seed"], save_positions, given["checkpoint_every"],
     )  # fmt: skip
-    mesh = parallel.make_mesh(devices)
+    mesh = parallel.make_mesh(given["devices"])
     if not resume:
         parallel.check_on_lead(lambda: check_eval_dir(run, force))
     wf = load(run, mesh=mesh)
     use_compilation_cache(wf.config.compilation_cache)
     n_walkers = settings.walkers or wf.config.walkers
     parallel.check_walkers(n_walkers, mesh)
+    if stall_timeout is None:
+        stall_timeout = wf.config.stall_timeout
+    return _Job(run, out, wf, settings, n_walkers, mesh, resume, stall_timeout,
+                jax.process_index() == 0)  # fmt: skip
+
+
+def _build(job: _Job, given_observables: bool) -> _Parts:
+    wf, settings = job.wf, job.settings
     identity = checkpoint.identity_of(
         wf.molecule.fingerprint(),
-        {"training_step": wf.step, "walkers": n_walkers, "seed": settings.seed,
+        {"training_step": wf.step, "walkers": job.n_walkers, "seed": settings.seed,
          "observables": list(settings.observables)},
     )  # fmt: skip
-    log_abs = wf.network.log_abs
-    state, start = None, 0
-    if resume:
-        template = eval_step.abstract_state(
-            n_walkers, wf.network.n_electrons, wf.walkers.dtype, mesh
-        )
-        reader = checkpoint.Checkpoints(out, read_only=True)
-        try:
-            state = reader.restore(template, identity)
-        finally:
-            reader.close()
-        start = int(np.asarray(parallel.to_host(state.step)))
-
     energy = hamiltonian.for_config(wf.molecule, wf.config)
     if isinstance(wf.network, States):  # matrices per walker; the states at the end
         observed = (
             state_observables.build(
                 settings.observables, energy.local_energy(wf.network), wf.molecule,
-                given=observables is not None,
+                given=given_observables,
             ),
         )  # fmt: skip
         local_values, columns = observed[0].local, observed[0].columns
@@ -160,126 +223,123 @@ def evaluate(
         observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
         local_values = observables_lib.local_values(energy, wf.network, observed)
         columns = observables_lib.columns(energy, observed)
-    # ---- every input is checked; from here on files are written (process 0 only)
-    lead = jax.process_index() == 0
-    # one evaluation of a run at a time (psijax.rundir.lock)
-    with lock.holding(
-        out / lock.NAME, f"evaluation of {str(run)!r}", fix="then evaluate again",
-        unwritable=f"make {str(out)!r} a directory psijax can write, then evaluate again",
-        enabled=lead,
-    ):  # fmt: skip
-        if lead and not resume:  # a new evaluation replaces the old one's files
-            for path in out.iterdir():
-                if path.name != lock.NAME:
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
-        chunk = wf.config.chunk_size or auto_chunk(n_walkers, mesh.devices.size)
-        budget = memory.budget()  # a collective with several processes: on this thread
-        if state is None:
-            saved_walkers = np.asarray(parallel.to_host(wf.walkers))
-            state = eval_step.initial_state(
-                log_abs, wf.params, saved_walkers, wf.width, n_walkers, settings.seed, mesh
-            )
-        show = EvalProgress(settings.steps, enabled=progress and lead)
-        if settings.burn_in and not resume:
+    return _Parts(energy, observed, local_values, tuple(columns), identity)
+
+
+def _restored(job: _Job, parts: _Parts):
+    """The newest checkpoint of the evaluation being resumed."""
+    template = eval_step.abstract_state(
+        job.n_walkers, job.wf.network.n_electrons, job.wf.walkers.dtype, job.mesh
+    )
+    reader = checkpoint.Checkpoints(job.out, read_only=True)
+    try:
+        return reader.restore(template, parts.identity)
+    finally:
+        reader.close()
+
+
+def _writer(job: _Job, parts: _Parts, resume_step: int | None) -> eval_files.EvalWriter:
+    """The evaluation's files; a new evaluation first removes the old one's."""
+    if job.lead and resume_step is None:
+        for path in job.out.iterdir():
+            if path.name != lock.NAME:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return eval_files.EvalWriter(
+        job.out, parts.columns, job.n_walkers, job.wf, enabled=job.lead,
+        save_positions=job.settings.save_positions, resume_step=resume_step,
+    )  # fmt: skip
+
+
+def _launch(job: _Job, parts: _Parts, state, show, watch):
+    """The compiled evaluation step (within the device's memory) and the state it starts
+    from: the restored one, or the trained walkers re-equilibrated with frozen parameters."""
+    wf, settings, mesh = job.wf, job.settings, job.mesh
+    log_abs = wf.network.log_abs
+    chunk = wf.config.chunk_size or auto_chunk(job.n_walkers, mesh.devices.size)
+    budget = memory.budget()  # a collective with several processes: on this thread
+    if state is None:
+        saved_walkers = np.asarray(parallel.to_host(wf.walkers))
+        state = eval_step.initial_state(
+            log_abs, wf.params, saved_walkers, wf.width, job.n_walkers, settings.seed, mesh
+        )
+        if settings.burn_in:
+            watch.disarm("re-equilibrating the walkers")
             show.phase("re-equilibrating the walkers", settings.burn_in)
             sampler = registry.sampler(wf.config, wf.molecule)
             equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
             state = equilibrate(wf.params, state, settings.burn_in)
-        build = lambda chunk_size: eval_step.make_eval_step(
-            log_abs,
-            local_values,
-            registry.sampler(wf.config, wf.molecule, adapt=False),
-            mesh,
-            chunk_size,
-            functools.partial(observables_lib.combine, observed),
-            random=energy.needs_key,
-            positions=settings.save_positions,
-        )
-        # before the loop, whose watch times every step; within the device's memory
-        step, chunk = memory.compile_evaluation(
-            build, chunk, (wf.params, state), budget, walkers=n_walkers,
-            devices=mesh.devices.size, kept=wf.config.chunk_size is not None, note=show.note,
-        )  # fmt: skip
-        writer = eval_files.EvalWriter(
-            out, columns, n_walkers, wf, enabled=lead, save_positions=settings.save_positions,
-            resume_step=start if resume else None,
-        )  # fmt: skip
-        static = {
-            "run": str(run),
-            "system": wf.config.system,
-            "checkpoint_step": wf.step,
-            "walkers": n_walkers,
-            "burn_in_steps": settings.burn_in,
-            "mcmc_moves": wf.config.mcmc_moves,
-            "devices": int(mesh.devices.size),
-            "processes": jax.process_count(),
-            "target_error": settings.target_error,
-            "max_steps": settings.steps,
-            "seed": settings.seed,
-            "observables": list(settings.observables),
-            "positions": settings.save_positions,
-        }
-        writer.start(static)
-        energies: list[float] = [r["energy"] for r in writer.rows]
-        first: list[float] = []  # when the first step of this call was done
+    watch.disarm("compiling the evaluation step")
+    build = lambda chunk_size: eval_step.make_eval_step(
+        log_abs, parts.local_values, registry.sampler(wf.config, wf.molecule, adapt=False),
+        mesh, chunk_size, functools.partial(observables_lib.combine, parts.observed),
+        random=parts.energy.needs_key, positions=settings.save_positions,
+    )  # fmt: skip
+    # before the loop, whose watch times every step; within the device's memory
+    step, _ = memory.compile_evaluation(
+        build, chunk, (wf.params, state), budget, walkers=job.n_walkers,
+        devices=mesh.devices.size, kept=wf.config.chunk_size is not None, note=show.note,
+    )  # fmt: skip
+    return step, state
 
-        def on_metrics(i: int, m: dict) -> None:
-            if not first:
-                first.append(time.perf_counter())
-            means = {k: v for k, v in m.items() if k not in eval_step.PER_WALKER}
-            energies.append(means["energy"])
-            seconds = time.perf_counter() - started
-            writer.row(i, means, m["local_energy"], m.get("positions"), seconds)
-            show.step(i, means, energies)
 
-        saver = checkpoint.Checkpoints(out, keep=KEEP_CHECKPOINTS)
-        resume_command = f"psijax evaluate {run} --resume"
-        watch = step_watch(
-            out, start, writer.flush, resume_command,
-            wf.config.stall_timeout if stall_timeout is None else stall_timeout,
-        )  # fmt: skip
-        with StopSignals() as signals, watch:
-            loop = HostLoop(
-                step=lambda s: step(wf.params, s),
-                n_steps=settings.steps,
-                on_metrics=on_metrics,
-                checkpoints=saver,
-                identity=identity,
-                policy=CheckpointPolicy(settings.checkpoint_every, keep=KEEP_CHECKPOINTS),
-                max_rejected=wf.config.max_rejected,
-                rejection=REJECTION,
-                signals=signals,
-                watch=watch,
-                resume=resume_command,
-                before_save=writer.flush,
-                converged=_stop_rule(settings.target_error, energies),
-            )
-            show.phase("evaluating", settings.steps, start=start)
-            try:
-                state = loop.run(state, start)
-            finally:
-                show.close()
-                writer.close()
-                saver.close()
-        n_done = len(energies)
-        rate = None
-        if first and n_done - start > 1:
-            rate = n_walkers * (n_done - start - 1) / max(time.perf_counter() - first[0], 1e-9)
-        info = {
-            **static,
-            "steps": n_done,
-            "width": float(np.asarray(parallel.to_host(state.width))),
-            "reached_target": (
-                None if settings.target_error is None else loop.converged_at is not None
-            ),
-            "seconds": round(time.perf_counter() - started, 2),
-            "walker_steps_per_second": None if rate is None else round(rate, 1),
-        }
-        summary, estimates = report.finish(
-            out, wf.run, wf.config.system, writer.columns, observed, writer.rows, info,
-            units=dict.fromkeys(energy.columns, "Ha"), enabled=lead,
-        )  # fmt: skip
-        return EvalResult(estimates, summary, np.asarray(energies), out, info["reached_target"])
+def _static(job: _Job, parts: _Parts) -> dict:
+    """The evaluation's settings as summary.json keeps them."""
+    wf, settings = job.wf, job.settings
+    return {
+        "run": str(job.run),
+        "system": wf.config.system,
+        "checkpoint_step": wf.step,
+        "walkers": job.n_walkers,
+        "burn_in_steps": settings.burn_in,
+        "mcmc_moves": wf.config.mcmc_moves,
+        "devices": int(job.mesh.devices.size),
+        "processes": jax.process_count(),
+        "target_error": settings.target_error,
+        "max_steps": settings.steps,
+        "seed": settings.seed,
+        "observables": list(settings.observables),
+        "positions": settings.save_positions,
+    }
+
+
+def _recorder(writer, show, energies: list[float], first: list[float], started: float):
+    """What the evaluation does with each step's metrics: a row, walkers.h5, the display."""
+
+    def on_metrics(i: int, m: dict) -> None:
+        if not first:
+            first.append(time.perf_counter())
+        means = {k: v for k, v in m.items() if k not in eval_step.PER_WALKER}
+        energies.append(means["energy"])
+        seconds = time.perf_counter() - started
+        writer.row(i, means, m["local_energy"], m.get("positions"), seconds)
+        show.step(i, means, energies)
+
+    return on_metrics
+
+
+def _summarise(job, parts, writer, loop, state, energies, first, start, started) -> EvalResult:
+    """summary.json (every column's estimate), eval.png and the result."""
+    settings = job.settings
+    n_done = len(energies)
+    rate = None
+    if first and n_done - start > 1:
+        elapsed = max(time.perf_counter() - first[0], 1e-9)
+        rate = job.n_walkers * (n_done - start - 1) / elapsed
+    reached = None if settings.target_error is None else loop.converged_at is not None
+    info = {
+        **_static(job, parts),
+        "steps": n_done,
+        "width": float(np.asarray(parallel.to_host(state.width))),
+        "reached_target": reached,
+        "seconds": round(time.perf_counter() - started, 2),
+        "walker_steps_per_second": None if rate is None else round(rate, 1),
+    }
+    writer.close()
+    summary, estimates = report.finish(
+        job.out, job.wf.run, job.wf.config.system, writer.columns, parts.observed, writer.rows,
+        info, units=dict.fromkeys(parts.energy.columns, "Ha"), enabled=job.lead,
+    )  # fmt: skip
+    return EvalResult(estimates, summary, np.asarray(energies), job.out, reached)
 
 
 def _stop_rule(target_error: float | None, energies: list[float]):

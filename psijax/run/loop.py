@@ -40,9 +40,10 @@ SYNC_EVERY = 10
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointPolicy:
+    """When to checkpoint (how many to keep is ``Checkpoints``' own setting)."""
+
     every_steps: int = 100  # 0: never by step count
     every_minutes: float = 10.0  # 0: never by time
-    keep: int = 3
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,10 +11,8 @@ basis or checkpoint raises ``InputError`` and leaves the run directory as it was
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,14 +26,15 @@ from psijax.ansatz import Ansatz
 from psijax.errors import InputError
 from psijax.estimators import training as estimators_lib
 from psijax.run.compile_cache import use_compilation_cache
-from psijax.run.loop import CheckpointPolicy, HostLoop, StopSignals, step_watch
+from psijax.run.context import RunFiles, running
 from psijax.run.progress import Progress
-from psijax.rundir import checkpoint, lock, train_files
+from psijax.rundir import checkpoint, train_files
+from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule, tail_estimate
 from psijax.statistics import states as state_stats
 from psijax.system import ecp
-from psijax.training import memory, pretrain_states
-from psijax.training.start import fresh_state
+from psijax.training import pretrain_states
+from psijax.training.start import launch
 from psijax.training.state import abstract_train_state
 from psijax.training.step import StepConfig, make_step
 from psijax.types import Params
@@ -115,7 +114,74 @@ def train(
     raises stops the run (the last checkpoint stays).
     """
     started = time.perf_counter()
-    config = make_config(config, resume=resume, **overrides)
+    configure()
+    job = _resolve(make_config(config, resume=resume, **overrides), resume, force)
+    parts = _build(job)
+    show = Progress(
+        job.config.steps, enabled=progress and job.lead, exact=parts.exact,
+        eval_fraction=job.config.eval_fraction, states=job.config.states,
+    )  # fmt: skip
+    show.note(_header(job.molecule, job.config, parts.template, job.mesh))
+    show.note(parts.net.describe())
+    state = _restored(job, parts, show)
+    start = 0 if state is None else int(parallel.to_host(state.step))
+    config, out = job.config, job.out
+    files = RunFiles(out, f"training run in {str(out)!r}", f"psijax train --resume {out}",
+                     config.keep_checkpoints, config.stall_timeout)  # fmt: skip
+    make_writer = lambda: train_files.RunWriter(
+        out, job.molecule, config, resume_step=start, resuming=resume, enabled=job.lead
+    )
+    # every input is checked; from here on files are written
+    with running(files, start, make_writer, show, lead=job.lead) as run:
+        step, state = launch(
+            _step_builder(job, parts), step_config(config), state, show, run.watch,
+            net=parts.net, optimizer=parts.optimizer, sampler=parts.sampler,
+            molecule=job.molecule, config=config, mesh=job.mesh, template=parts.template,
+        )  # fmt: skip
+        loop = run.loop(
+            step, config.steps, _recorder(job, run.writer, show, on_step, started),
+            identity=parts.identity, every_steps=config.checkpoint_every,
+            every_minutes=config.checkpoint_minutes, max_rejected=config.max_rejected,
+            converged=_stop_rule(config, run.writer.energies),
+        )  # fmt: skip
+        show.phase("training", config.steps, start=start)
+        if config.target_error is not None:
+            show.note(f"stopping early once the energy's error bar is below "
+                      f"{config.target_error:g} Ha and it no longer drifts "
+                      "(psijax.statistics.stopping)")  # fmt: skip
+        state = loop.run(state, start)
+        return _summarise(job, parts, run.writer, loop, state, show, started)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    """A training run's checked inputs (nothing is written yet)."""
+
+    config: config_lib.Config
+    molecule: system.Molecule
+    mesh: object
+    out: Path
+    resume: bool
+    lead: bool  # process 0: it writes and reports
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parts:
+    """What the run is made of: the wavefunction, its local energy, the optimiser, the
+    sampler, the state's layout, its checkpoints' identity and its metrics."""
+
+    net: Ansatz
+    local_energy: object
+    optimizer: object
+    sampler: object
+    template: object
+    identity: dict
+    estimators: tuple
+    exact: float | None  # the exact energy the progress line and result compare with
+
+
+def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
+    """The molecule and devices of ``config``, every input checked before a file is written."""
     use_compilation_cache(config.compilation_cache)
     molecule = system.for_config(config)
     mesh = parallel.make_mesh(config.devices)
@@ -127,148 +193,88 @@ def train(
     out = Path(config.out)
     if not resume:
         parallel.check_on_lead(lambda: train_files.check_new(out, force))
+    return _Job(config, molecule, mesh, out, resume, jax.process_index() == 0)
 
+
+def _build(job: _Job) -> _Parts:
+    config, molecule = job.config, job.molecule
     net = registry.ansatz(molecule, config)
-    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
-    sampler = registry.sampler(config, molecule)
-    template = abstract_train_state(net, optimizer, config.walkers, net.n_electrons, mesh)
-    identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
-    lead = jax.process_index() == 0
-    k = config.states
-    show = Progress(
-        config.steps, enabled=progress and lead, exact=molecule.exact_energy if k == 1 else None,
-        eval_fraction=config.eval_fraction, states=k,
-    )  # fmt: skip
-    show.note(_header(molecule, config, template, mesh))
-    show.note(net.describe())
+    return _Parts(
+        net=net,
+        local_energy=hamiltonian.for_config(molecule, config).local_energy(net),
+        optimizer=optimizer,
+        sampler=registry.sampler(config, molecule),
+        template=abstract_train_state(net, optimizer, config.walkers, net.n_electrons, job.mesh),
+        identity=checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config)),
+        estimators=estimators_lib.for_states(config.states),
+        exact=molecule.exact_energy if config.states == 1 else None,
+    )
+
+
+def _restored(job: _Job, parts: _Parts, show: Progress):
+    """The newest checkpoint's state when resuming a run that has one, else None."""
+    if not job.resume:
+        return None
     state = None
-    if resume and (out / checkpoint.SUBDIR).is_dir():
-        reader = checkpoint.Checkpoints(out, read_only=True)
+    if (job.out / checkpoint.SUBDIR).is_dir():
+        reader = checkpoint.Checkpoints(job.out, read_only=True)
         if reader.latest() is not None:
             t0 = time.perf_counter()
-            state = reader.restore(template, identity)
-            show.note(
-                f"restored step {reader.latest()} from {out / checkpoint.SUBDIR} "
-                f"({time.perf_counter() - t0:.1f} s)"
-            )
+            state = reader.restore(parts.template, parts.identity)
+            show.note(f"restored step {reader.latest()} from {job.out / checkpoint.SUBDIR} "
+                      f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
         reader.close()
-    if resume and state is None:
-        show.note(f"no checkpoint in {out} yet: starting the run from step 0")
-    start = 0 if state is None else int(parallel.to_host(state.step))
+    if state is None:
+        show.note(f"no checkpoint in {job.out} yet: starting the run from step 0")
+    return state
 
-    # ---- every input is checked; from here on files are written
-    # (one process at a time: psijax.rundir.lock)
-    with lock.holding(out / lock.NAME, f"training run in {str(out)!r}", enabled=lead):
-        writer = train_files.RunWriter(
-            out, molecule, config, resume_step=start, resuming=resume, enabled=lead
-        )
-        estimators = estimators_lib.for_states(k)
-        show.follow(writer.energies)  # the running estimate includes a resumed run's rows
-        checkpoints = checkpoint.Checkpoints(out, keep=config.keep_checkpoints)
-        resume_command = f"psijax train --resume {out}"
-        watch = step_watch(out, start, writer.flush, resume_command, config.stall_timeout)
-        try:
-            with StopSignals() as signals, watch:
-                build = lambda settings: make_step(
-                    net.log_abs,
-                    local_energy,
-                    optimizer,
-                    settings,
-                    mesh,
-                    template,
-                    sampler,
-                    estimators,
-                )
-                # Compile the step (the largest launch cost) while pretraining and burn-in run,
-                # within the memory one device can give it (psijax.training.memory). Its
-                # compiling waits for pretraining's and burn-in's programs (``_Gate``).
-                budget = memory.budget()  # a collective with several processes: here, not below
-                notes: list[str] = []  # the compiler thread's, shown from this one
-                fresh = state is None
-                show.note("compiling the training step" + " (in the background)" * fresh)
-                t_compile = time.perf_counter()
-                gate = _Gate()
-                with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                    compiling = pool.submit(_timed, lambda: memory.compile_within(
-                        build, step_config(config), template, budget, config=config, mesh=mesh,
-                        optimizer=optimizer, note=notes.append, wait=gate.wait,
-                    ))  # fmt: skip
-                    try:
-                        if fresh:
-                            state = fresh_state(
-                                net, optimizer, sampler, molecule, config, mesh, show, watch,
-                                compiled=gate.open,
-                            )  # fmt: skip
-                    except BaseException:
-                        gate.close()  # the error shows now, not after the step's compile
-                        raise
-                    gate.open()
-                    if fresh and not compiling.done():
-                        show.note("waiting for the compiler")
-                    (step, _), compiled_at = compiling.result()
-                for line in notes:
-                    show.note(line)
-                show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
 
-                def on_metrics(i: int, m: dict[str, float]) -> None:
-                    if k > 1:
-                        m = m | state_stats.step_energies(m, k)
-                    writer.row(i, m, time.perf_counter() - started)
-                    show.step(i, m)
-                    if on_step is not None and lead:
-                        on_step(i, m)
+def _step_builder(job: _Job, parts: _Parts):
+    """``build(settings)``: the training step with ``settings`` (``StepConfig``)."""
+    return lambda settings: make_step(
+        parts.net.log_abs, parts.local_energy, parts.optimizer, settings, job.mesh,
+        parts.template, parts.sampler, parts.estimators,
+    )  # fmt: skip
 
-                loop = HostLoop(
-                    step=step,
-                    n_steps=config.steps,
-                    on_metrics=on_metrics,
-                    checkpoints=checkpoints,
-                    identity=identity,
-                    policy=CheckpointPolicy(
-                        config.checkpoint_every, config.checkpoint_minutes, config.keep_checkpoints
-                    ),
-                    max_rejected=config.max_rejected,
-                    signals=signals,
-                    watch=watch,
-                    resume=resume_command,
-                    before_save=writer.flush,
-                    converged=_stop_rule(config, writer.energies),
-                )
-                show.phase("training", config.steps, start=start)
-                if config.target_error is not None:
-                    show.note(
-                        "stopping early once the energy's error bar is below "
-                        f"{config.target_error:g} Ha and it no longer drifts "
-                        "(psijax.statistics.stopping)"
-                    )
-                state = loop.run(state, start)
-        finally:
-            show.close()
-            writer.close()
-            checkpoints.close()
 
-        if loop.converged_at is not None:
-            show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
-        energies = np.asarray(writer.energies)
-        finite = energies[np.isfinite(energies)]
-        if finite.size < 2:
-            raise InputError("fewer than two finite energies; run more steps")
-        estimate = tail_estimate(finite, config.eval_fraction)
-        per_state = None
+def _recorder(job: _Job, writer, show: Progress, on_step: OnStep | None, started: float):
+    """What the run does with each step's metrics: a row, the progress line, ``on_step``."""
+    k = job.config.states
+
+    def on_metrics(i: int, m: dict[str, float]) -> None:
         if k > 1:
-            per_state = state_stats.tail(writer.matrices, config.eval_fraction)
-            show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
-        seconds = time.perf_counter() - started
-        result = TrainResult(
-            molecule, estimate, molecule.exact_energy if k == 1 else None, energies, state.params,
-            seconds, out, config=config, network=net, converged_at=loop.converged_at,
-            states=per_state,
-        )  # fmt: skip
-        writer.finish(
-            estimate, energies, seconds, config, converged_at=loop.converged_at, states=per_state
-        )
-        return result
+            m = m | state_stats.step_energies(m, k)
+        writer.row(i, m, time.perf_counter() - started)
+        show.step(i, m)
+        if on_step is not None and job.lead:
+            on_step(i, m)
+
+    return on_metrics
+
+
+def _summarise(job: _Job, parts: _Parts, writer, loop, state, show, started) -> TrainResult:
+    """The energy of the run's trailing steps, summary.json and energy.png, the result."""
+    config = job.config
+    if loop.converged_at is not None:
+        show.note(f"converged at step {loop.converged_at}: {loop.converged_reason}")
+    energies = np.asarray(writer.energies)
+    finite = energies[np.isfinite(energies)]
+    if finite.size < 2:
+        raise InputError("fewer than two finite energies; run more steps")
+    estimate = tail_estimate(finite, config.eval_fraction)
+    per_state = None
+    if config.states > 1:
+        per_state = state_stats.tail(writer.matrices, config.eval_fraction)
+        show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
+    seconds = time.perf_counter() - started
+    writer.finish(
+        estimate, energies, seconds, config, converged_at=loop.converged_at, states=per_state
+    )
+    return TrainResult(
+        job.molecule, estimate, parts.exact, energies, state.params, seconds, job.out,
+        config=config, network=parts.net, converged_at=loop.converged_at, states=per_state,
+    )  # fmt: skip
 
 
 def _stop_rule(config: config_lib.Config, energies: list[float]):
@@ -282,40 +288,6 @@ def _stop_rule(config: config_lib.Config, energies: list[float]):
         return verdict.reason if verdict.stop else None
 
     return converged
-
-
-class _Gate:
-    """When the training step's compile may start. XLA's CPU client generates the code of
-    every compile on one pool of threads, in the order the work arrives: had the step's
-    compile started first, pretraining's and burn-in's programs would wait for all of it
-    (docs/benchmarks.md, "Launch"). ``open()`` once they are compiled; ``close()`` when the
-    start failed, so that the compile thread stops instead of compiling."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._wanted = True
-
-    def open(self) -> None:
-        self._event.set()
-
-    def close(self) -> None:
-        self._wanted = False
-        self._event.set()
-
-    def wait(self) -> None:
-        self._event.wait()
-        if not self._wanted:
-            raise _NotWanted
-
-
-class _NotWanted(Exception):
-    """The training step's compile was called off (``_Gate.close``)."""
-
-
-def _timed(fn):
-    """``fn()`` and the time.perf_counter() at which it returned."""
-    value = fn()
-    return value, time.perf_counter()
 
 
 def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh) -> str:

@@ -1,5 +1,6 @@
-"""A fresh run up to its first training step: initial parameters and walkers, Hartree-Fock
-pretraining, and burn-in, each phase under the step watch.
+"""A run up to its first training step: the step compiled in the background while a fresh
+run makes its initial parameters and walkers, pretrains on Hartree-Fock and burns in, each
+phase under the step watch (``launch``).
 
 Pretraining moves the walkers by Hartree-Fock's density with steps scaled to each
 electron's distance from the nearest nucleus (``pretrain.sampler_of``), whatever the run's
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 
@@ -26,7 +28,7 @@ from psijax.run.progress import Progress
 from psijax.run.watch import StepWatch
 from psijax.sampling import burn_in
 from psijax.system import ecp, scf
-from psijax.training import pretrain, pretrain_states
+from psijax.training import memory, pretrain, pretrain_states
 from psijax.training.state import train_state
 from psijax.types import TrainState
 
@@ -83,6 +85,45 @@ def _from_lead(hf: scf.HartreeFock) -> scf.HartreeFock:
     return dataclasses.replace(
         hf, coeff_up=up, coeff_down=down, energy=float(energy), spectrum=spectrum
     )
+
+
+def launch(
+    build, settings, state: TrainState | None, show: Progress, watch: StepWatch | None, *,
+    net, optimizer, sampler, molecule, config, mesh, template,
+) -> tuple[Callable, TrainState]:  # fmt: skip
+    """The compiled training step ``build(settings)`` (fitted to the memory one device can
+    give it: ``psijax.training.memory``) and the state it starts from: ``state`` when
+    resuming, else a fresh one (``fresh_state``). The step is traced at once and compiled
+    on a thread of its own once pretraining's and burn-in's programs are compiled
+    (``_Gate``), while they run."""
+    budget = memory.budget()  # a collective with several processes: here, not on the thread
+    notes: list[str] = []  # the compiler thread's, shown from this one
+    fresh = state is None
+    show.note("compiling the training step" + " (in the background)" * fresh)
+    t_compile = time.perf_counter()
+    gate = _Gate()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        compiling = pool.submit(_timed, lambda: memory.compile_within(
+            build, settings, template, budget, config=config, mesh=mesh,
+            optimizer=optimizer, note=notes.append, wait=gate.wait,
+        ))  # fmt: skip
+        try:
+            if fresh:
+                state = fresh_state(
+                    net, optimizer, sampler, molecule, config, mesh, show, watch,
+                    compiled=gate.open,
+                )  # fmt: skip
+        except BaseException:
+            gate.close()  # the error shows now, not after the step's compile
+            raise
+        gate.open()
+        if fresh and not compiling.done():
+            show.note("waiting for the compiler")
+        (step, _), compiled_at = compiling.result()
+    for line in notes:
+        show.note(line)
+    show.note(f"compiled the training step ({compiled_at - t_compile:.1f} s)")
+    return step, state
 
 
 def fresh_state(
@@ -200,3 +241,37 @@ def _burn_in_program(net, sampler, molecule, config, params, key, walkers):
         )  # fmt: skip
 
     return jax.jit(run).lower(params, key, walkers, sampler.init(jnp.float32))
+
+
+class _Gate:
+    """When the training step's compile may start. XLA's CPU client generates the code of
+    every compile on one pool of threads, in the order the work arrives: had the step's
+    compile started first, pretraining's and burn-in's programs would wait for all of it
+    (docs/benchmarks.md, "Launch"). ``open()`` once they are compiled; ``close()`` when the
+    start failed, so that the compile thread stops instead of compiling."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._wanted = True
+
+    def open(self) -> None:
+        self._event.set()
+
+    def close(self) -> None:
+        self._wanted = False
+        self._event.set()
+
+    def wait(self) -> None:
+        self._event.wait()
+        if not self._wanted:
+            raise _NotWanted
+
+
+class _NotWanted(Exception):
+    """The training step's compile was called off (``_Gate.close``)."""
+
+
+def _timed(fn):
+    """``fn()`` and the time.perf_counter() at which it returned."""
+    value = fn()
+    return value, time.perf_counter()
