@@ -1,4 +1,4 @@
-"""The training step in walker groups (psijax.training.groups) is the one-program step:
+"""The training step in walker groups (psijax.training.execution) is the one-program step:
 the same moves, energies, update and metrics, and it is chosen only where it applies."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from test_step import LOCAL_ENERGY, MOL, NET, assert_same_steps, setup
 
 from psijax import optim, parallel, sampling
 from psijax.sampling.metropolis import metropolis
-from psijax.training import groups
+from psijax.training import execution
+from psijax.training import step as step_lib
 from psijax.training.step import StepConfig
 
 from close import column
@@ -25,7 +26,7 @@ def _run(step, state, n):
     return jax.device_get(state), metrics
 
 
-CPU_ONLY = "walker groups run on a CPU device only (groups.count); a GPU's step is one program"
+CPU_ONLY = "walker groups run on a CPU device only (group_count); a GPU's step is one program"
 
 
 def _same_steps(local_energy, n_walkers=16, steps=3):
@@ -35,7 +36,7 @@ def _same_steps(local_energy, n_walkers=16, steps=3):
     for k in (1, 2):
         config = StepConfig(groups=k)
         step, state = setup(1, optim.spring(), local_energy, n_walkers=n_walkers, config=config)
-        assert isinstance(step, groups.GroupedStep) == (k == 2)
+        assert isinstance(step, execution.ThreadGroups) == (k == 2)
         runs[k] = _run(step, state, steps)
     (one, m1), (two, m2) = runs[1], runs[2]
     # one program and two groups sum in other orders: the mean energy (which can be near
@@ -82,19 +83,19 @@ def test_rows_draw_the_whole_batch_random_numbers():
 
 
 def _count(monkeypatch, cores, n_devices=1, optimizer=None, sampler=None, **settings):
-    monkeypatch.setattr(groups, "_cores", lambda: cores)
+    monkeypatch.setattr(step_lib, "cores", lambda: cores)
     optimizer = optimizer or optim.spring()
     _, state = setup(n_devices, optimizer, n_walkers=16)
     mesh = parallel.make_mesh(n_devices)
     sampler = sampler or sampling.Metropolis(2)
     needs = optim.needs_of(optimizer)
-    return groups.count(StepConfig(**settings), mesh, state, sampler, needs)
+    return step_lib.group_count(StepConfig(**settings), mesh, state, sampler, needs)
 
 
 def test_groups_are_chosen_on_one_cpu_device_with_two_cores_for_spring_only(monkeypatch):
     if jax.default_backend() != "cpu":
         pytest.skip(CPU_ONLY)
-    assert _count(monkeypatch, cores=2) == groups.GROUPS
+    assert _count(monkeypatch, cores=2) == step_lib.GROUPS
     assert _count(monkeypatch, cores=1) == 1
     assert _count(monkeypatch, cores=2, n_devices=2) == 1
     assert _count(monkeypatch, cores=2, optimizer=optim.adam()) == 1

@@ -61,6 +61,15 @@ def energy_stats(
     return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite, means)
 
 
+def vmc_weights(stats: EnergyStats) -> Array:
+    """The VMC gradient's walker weights ``w``: dE/dtheta = sum_i w_i d log|psi_i|/dtheta
+    = J^T w with w_i = 2 (E_L,i - E) / n_finite (clipped E_L; 0 for a dropped walker).
+    Every way psijax forms the gradient (the jacobian's rows, its blocks, one backward
+    pass, ``make_energy_loss``'s rule) weights the walkers by these."""
+    n_finite = jnp.maximum(stats.centered.shape[0] - stats.n_nonfinite, 1.0)
+    return (2.0 / n_finite) * stats.centered
+
+
 def make_local_energies(
     local_energy: Callable[..., Array], *, chunk_size: int | None = None
 ) -> Callable[..., tuple[Array, dict | None]]:
@@ -121,9 +130,7 @@ def make_energy_loss(
         energy, stats = _loss(params, walkers, key)
         batch_log_abs = lambda p: map_walkers(log_abs, p, walkers)
         _, d_log_abs = jax.jvp(batch_log_abs, (params,), (tangents[0],))
-        n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
-        weighted = jnp.where(stats.finite > 0, stats.centered * d_log_abs, 0.0)
-        d_energy = 2.0 * jnp.sum(weighted) / n_finite
+        d_energy = jnp.sum(jnp.where(stats.finite > 0, vmc_weights(stats) * d_log_abs, 0.0))
         return (energy, stats), (d_energy, jax.tree.map(jnp.zeros_like, stats))
 
     return loss

@@ -45,7 +45,12 @@ class Sampler(Protocol):
         state: PyTree,
     ) -> tuple[Walkers, Array, PyTree, Any]:  # fmt: skip
         """One round of moves from ``walkers`` (whose log|psi| is ``log_abs_walkers``):
-        (walkers, their log|psi|, new state, statistics with an ``acceptance``)."""
+        (walkers, their log|psi|, new state, statistics with an ``acceptance``).
+
+        A sampler that also takes ``rows=(offset, total)`` (``walkers`` are those rows of
+        a batch of ``total`` and draw that batch's random numbers for them) and has
+        ``merge(states) -> state`` (the state after equal groups moved, from each
+        group's) can run in walker groups (``psijax.training.execution``)."""
 
 
 @functools.partial(jax.jit, static_argnames=("sampler", "log_abs", "n_steps", "lead", "lead_steps"))

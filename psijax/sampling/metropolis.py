@@ -44,6 +44,12 @@ class Metropolis:
     def init(self, dtype=jnp.float32) -> Array:
         return jnp.asarray(self.initial_width, dtype)
 
+    def merge(self, states):
+        """The width after equal groups of walkers moved, from each group's adapted one:
+        their geometric mean, the width the whole batch's acceptance gives
+        (``adapt_width`` is exponential in the acceptance)."""
+        return jnp.exp(jnp.mean(jnp.log(jnp.stack(states))))
+
     def step(self, key, log_abs, walkers, log_abs_walkers, state, rows=None):
         walkers, log_abs_walkers, stats = metropolis(
             key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei, rows
@@ -73,7 +79,7 @@ def metropolis(
 
     ``rows=(offset, total)``: ``walkers`` are rows ``offset ...`` of a batch of ``total``
     walkers, and draw that batch's random numbers for their rows, so that they move exactly
-    as they would in the whole batch (``psijax.training.groups``).
+    as they would in the whole batch (``psijax.training.execution``).
     """
     dtype = walkers.dtype
     width = jnp.asarray(width, dtype)

@@ -1,19 +1,22 @@
-"""The training step and the loop.
+"""The training step, defined once: the walkers' work, then the step's finish.
 
-``make_step`` returns one jitted pure function ``step(state) -> (state, metrics)``:
-MCMC moves, local energies, the VMC gradient, the optimiser update and a guard
-that rejects any update with a non-finite energy, gradient or parameter. The
-state is donated; the host loop (``psijax.run.loop``) fetches metrics one step late, so the
-device never waits for logging. On one CPU device with two cores or more the same step
-comes as ``psijax.training.groups.GroupedStep``: the walkers in two groups whose programs
-run at once on two threads, then a combining program (``finish``, shared).
+``StepWork.walkers`` is the work each walker does on its own: MCMC moves, its local
+energy and, where the optimiser takes the per-walker jacobian (SPRING), its jacobian row.
+``StepWork.finish`` is what needs all walkers: the energy's statistics and clipping, the
+VMC gradient (``vmc_weights``: the jacobian's rows, or one backward pass, weighted by the
+centered local energies), the optimiser's update, a guard that rejects any update with a
+non-finite energy, gradient or parameter, the new state and the metrics. ``make_step``
+runs them as one jitted program, or on one CPU device with two cores or more as walker
+groups at once, one host thread each (``psijax.training.execution``). The host loop
+(``psijax.run.loop``) fetches metrics one step late, so the device never waits for
+logging.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,11 +29,14 @@ from psijax.estimators import training as estimators_lib
 from psijax.estimators.training import Estimator, StepValues
 from psijax.optim import jacobian as jacobian_lib
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
-from psijax.optim.gradient import EnergyStats, make_energy_loss
-from psijax.parallel import cpu_codegen
+from psijax.optim.gradient import EnergyStats, energy_stats, make_local_energies, vmc_weights
 from psijax.parallel.batching import auto_chunk, map_walkers
+from psijax.parallel.cpu_lapack import cores
 from psijax.sampling import Sampler
+from psijax.training import execution
 from psijax.types import Array, LogAbs, Metrics, Params, TrainState
+
+GROUPS = 2  # walker groups per CPU device with two cores or more
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,83 +57,204 @@ def make_step(
     sampler: Sampler,
     estimators: tuple[Estimator, ...] = estimators_lib.TRAINING,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
-    """The jitted training step, sharded like ``state_template`` on ``mesh``.
+    """The training step, sharded like ``state_template`` on ``mesh``.
 
     ``sampler`` moves the walkers (``psijax.registry.sampler``); its state is
-    ``state.width``. The optimiser gets the extra inputs it declares (``psijax.optim.base``):
-    with the per-walker jacobian the gradient comes from its rows, else from one backward
-    pass. The metrics are the columns of ``estimators`` (``psijax.estimators.training``).
+    ``state.width``. The optimiser gets the extra inputs it declares (``psijax.optim.base``).
+    The metrics are the columns of ``estimators`` (``psijax.estimators.training``).
     """
-    needs = optim.needs_of(optimizer)
-    random = bool(getattr(local_energy, "needs_key", False))
-    chunk = walker_chunk(config, mesh, state_template.walkers.shape[0])
-    loss = make_energy_loss(log_abs, local_energy, clip_scale=config.clip_scale, chunk_size=chunk)
+    n = state_template.walkers.shape[0]
+    work = StepWork(log_abs, local_energy, optimizer, config, mesh, sampler, estimators, n)
+    k = group_count(config, mesh, state_template, sampler, work.needs)
+    if k > 1:
+        return execution.ThreadGroups(work, k, state_template)
+    return execution.one_program(work, state_template)
 
-    def per_walker(
-        params: Params, walkers: Array, energy_key
-    ) -> tuple[Array, EnergyStats, Params, dict]:
-        """Energy, statistics, gradient and the optimiser's extra inputs from one jacobian.
 
-        The mean-energy gradient 2 <(E_L - E) d log|psi|> is the jacobian's rows weighted
-        by the centered energies, so no second backward pass over the walkers is needed.
-        With ``jacobian_blocks`` > 1 the jacobian is a ``psijax.optim.jacobian.Blocked`` (never
-        formed whole) and the gradient one backward pass over the walkers.
-        """
-        with jax.named_scope("local_energy"):  # the primal only: no backward pass
-            energy, stats = loss(params, walkers, energy_key)
-        with jax.named_scope("jacobian"):
-            n_finite = jnp.maximum(walkers.shape[0] - stats.n_nonfinite, 1.0)
-            if config.jacobian_blocks > 1:  # one backward pass here, the blocks in SPRING
-                jac = jacobian_lib.blocked(
-                    log_abs, params, walkers, stats.finite, config.jacobian_blocks, chunk
-                )
-                grads = ravel_pytree(params)[1]((2.0 / n_finite) * jac.rmatvec(stats.centered))
-            else:  # one block per parameter leaf, never concatenated (psijax/optim/jacobian.py)
-                jac = jacobian_lib.leaves(
-                    log_abs, params, walkers, stats.finite, chunk_size=config.chunk_size
-                )
-                grads = jac.rmatvec_like(params, (2.0 / n_finite) * stats.centered)
-        extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
-        return energy, stats, grads, {k: v for k, v in extra.items() if k in needs}
+class Moved(NamedTuple):
+    """The MCMC's outcome in a step: ``sampling.move``'s outputs."""
 
-    def step(state: TrainState) -> tuple[TrainState, Metrics]:
-        key, mcmc_key, energy_key = streams(state.key, random)
+    walkers: Array
+    log_abs: Array
+    width: Any  # the sampler's state
+    moves: Any  # its statistics
+    n_reset: Array
+
+
+class Walked(NamedTuple):
+    """The walkers' work (all of them, or one group's): moved walkers, their local energies
+    (and a ``with_aux`` local energy's extra outputs), their jacobian rows or None."""
+
+    moved: Moved
+    energies: Array
+    aux: dict | None
+    jacobian: jacobian_lib.Leaves | None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepWork:
+    """The step's two parts (module docstring), for ``n_walkers`` walkers in all."""
+
+    log_abs: LogAbs
+    local_energy: Callable[..., Array]
+    optimizer: Any
+    config: StepConfig
+    mesh: Mesh
+    sampler: Sampler
+    estimators: tuple[Estimator, ...]
+    n_walkers: int
+
+    @property
+    def needs(self) -> frozenset:
+        return optim.needs_of(self.optimizer)
+
+    @property
+    def random(self) -> bool:
+        """Whether the local energy draws random numbers (its own key each step)."""
+        return bool(getattr(self.local_energy, "needs_key", False))
+
+    def chunk(self, size: int) -> int | None:
+        """The walker chunk for ``size`` walkers: the user's or the automatic one for all
+        of them (``walker_chunk``); a group that fits in one automatic chunk takes none."""
+        chunk = walker_chunk(self.config, self.mesh, self.n_walkers)
+        if size < self.n_walkers and self.config.chunk_size is None and chunk is not None:
+            return None if chunk >= size else chunk
+        return chunk
+
+    def walkers(
+        self, params: Params, walkers: Array, sampler_state, key: Array, rows=None
+    ) -> Walked:
+        """``walkers`` moved, their local energies and jacobian rows (where the optimiser
+        takes them whole). ``rows=(offset, total)``: they are those rows of the whole
+        batch, and draw its random numbers for their rows."""
+        _, mcmc_key, energy_key = streams(key, self.random)
+        chunk = self.chunk(walkers.shape[0])
         batch_log_abs = sampling.values_of(
-            lambda w: map_walkers(log_abs, state.params, w, chunk_size=chunk)
+            lambda w: map_walkers(self.log_abs, params, w, chunk_size=chunk)
         )
         # state.log_abs belongs to the parameters before the last update: recompute it, or
         # the first acceptance test of every walker would compare two different |psi|^2.
         with jax.named_scope("mcmc"):
-            walkers, log_abs_w, width, moves, n_reset = sampling.move(
-                sampler, mcmc_key, batch_log_abs, state.walkers, batch_log_abs(state.walkers),
-                state.width,
-            )  # fmt: skip
-        if needs & PER_WALKER:
-            energy, stats, grads, extra = per_walker(state.params, walkers, energy_key)
-        else:
-            (energy, stats), grads = jax.value_and_grad(loss, has_aux=True)(
-                state.params, walkers, energy_key
+            moved = Moved(*sampling.move(
+                self.sampler, mcmc_key, batch_log_abs, walkers, batch_log_abs(walkers),
+                sampler_state, rows=rows,
+            ))  # fmt: skip
+        with jax.named_scope("local_energy"):  # the primal only: no backward pass
+            energies_of = make_local_energies(self.local_energy, chunk_size=chunk)
+            energies, aux = energies_of(params, moved.walkers, energy_key, rows=rows)
+        jac = None
+        if self.needs & PER_WALKER and self.config.jacobian_blocks == 1:
+            with jax.named_scope("jacobian"):  # one block per parameter leaf, never joined
+                jac = jacobian_lib.leaves(
+                    self.log_abs, params, moved.walkers, jnp.isfinite(energies),
+                    chunk_size=self.config.chunk_size,
+                )  # fmt: skip
+        return Walked(moved, energies, aux, jac)
+
+    def finish(self, state: TrainState, parts: Sequence[Walked]) -> tuple[TrainState, Metrics]:
+        """The step once every walker's work is done (``parts``: all walkers', or each
+        group's in order): the statistics, the gradient, the guarded update, the metrics."""
+        moved, energies, aux, jac = _together(self.sampler, parts)
+        stats = energy_stats(energies, self.config.clip_scale, aux)
+        grads, extra = self.gradient(state.params, moved.walkers, stats, jac)
+        if MESH in self.needs:  # the optimiser may split its work over the walker axis
+            extra = extra | dict(mesh=self.mesh, axis=parallel.WALKER_AXIS)
+        with jax.named_scope("optimizer"):
+            updates, opt_state = self.optimizer.update(
+                grads, state.opt_state, state.params, **extra
             )
-            extra = {}
-        moved = Moved(walkers, log_abs_w, width, moves, n_reset)
-        return finish(
-            optimizer, needs, mesh, estimators, state, key, moved, energy, stats, grads, extra
+            params = optax.apply_updates(state.params, updates)
+        ok = jnp.isfinite(stats.energy) & _all_finite((grads, params))
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+        new_state = TrainState(
+            params=keep(params, state.params),
+            opt_state=keep(opt_state, state.opt_state),
+            walkers=moved.walkers,
+            log_abs=moved.log_abs,
+            width=moved.width,
+            step=state.step + 1,
+            key=streams(state.key, self.random)[0],
         )
+        values = StepValues(
+            params=new_state.params, walkers=moved.walkers, energy=stats, moves=moved.moves,
+            sampler_state=moved.width, n_reset=moved.n_reset, accepted=ok, grads=grads,
+        )  # fmt: skip
+        with jax.named_scope("metrics"):
+            return new_state, estimators_lib.metrics(self.estimators, values)
 
-    from psijax.training import groups  # it builds on this module's pieces
+    def gradient(
+        self, params: Params, walkers: Array, stats: EnergyStats, jac
+    ) -> tuple[Params, dict]:
+        """The VMC gradient J^T w (``vmc_weights``) and the optimiser's extra inputs: J's
+        rows as the walkers' work formed them, J in blocks (never formed whole), or no J
+        at all (one backward pass over the walkers)."""
+        weights = vmc_weights(stats)
+        with jax.named_scope("jacobian"):
+            if jac is not None:
+                grads = jac.rmatvec_like(params, weights)
+            elif self.needs & PER_WALKER:  # jacobian_blocks > 1: its blocks in the optimiser
+                jac = jacobian_lib.blocked(
+                    self.log_abs, params, walkers, stats.finite, self.config.jacobian_blocks,
+                    self.chunk(walkers.shape[0]),
+                )  # fmt: skip
+                grads = ravel_pytree(params)[1](jac.rmatvec(weights))
+            else:
+                chunk = self.chunk(walkers.shape[0])
+                batch = lambda p: map_walkers(self.log_abs, p, walkers, chunk_size=chunk)
+                grads = jax.vjp(batch, params)[1](weights)[0]
+        extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
+        return grads, {k: v for k, v in extra.items() if k in self.needs}
 
-    if groups.count(config, mesh, state_template, sampler, needs) > 1:
-        return groups.GroupedStep(
-            log_abs, local_energy, optimizer, config, mesh, state_template, sampler, estimators
-        )
-    shardings = parallel.state_shardings(mesh, state_template)
-    return jax.jit(
-        step,
-        in_shardings=(shardings,),
-        out_shardings=(shardings, parallel.replicated(mesh)),
-        donate_argnums=0,
-        compiler_options=cpu_codegen.compiler_options(),
+
+def group_count(config: StepConfig, mesh, state_template: TrainState, sampler, needs) -> int:
+    """How many walker groups the step runs at once: ``config.groups`` where set, else
+    ``GROUPS`` on one CPU device with two cores or more, where the step can be split, and 1
+    (one program) otherwise. It can be split where each walker's work holds most of the
+    step (the optimiser takes the per-walker jacobian, formed whole) and the sampler can
+    move rows of a batch and merge the groups' states (``Sampler.merge``)."""
+    n = state_template.walkers.shape[0]
+    splittable = (
+        needs & PER_WALKER
+        and config.jacobian_blocks == 1
+        and callable(getattr(sampler, "merge", None))
+        and mesh.devices.size == 1
     )
+    if config.groups is not None:
+        if config.groups > 1 and not splittable:
+            raise ValueError(
+                f"groups={config.groups} needs one device, SPRING's per-walker jacobian "
+                "(jacobian_blocks 1) and a sampler that merges groups' states; use groups=1"
+            )
+        if config.groups > 1 and n % config.groups:
+            raise ValueError(f"groups={config.groups} does not divide the {n} walkers")
+        return config.groups
+    cpu = mesh.devices.flat[0].platform == "cpu"
+    if not (splittable and cpu and cores() >= 2 and n % GROUPS == 0):
+        return 1
+    size = n // GROUPS
+    chunk = walker_chunk(config, mesh, n)
+    if config.chunk_size is None and chunk is not None and chunk >= size:
+        chunk = None  # a group fits in one automatic chunk
+    return GROUPS if chunk is None or size % chunk == 0 else 1
+
+
+def _together(sampler, parts: Sequence[Walked]) -> Walked:
+    """The groups' work as one batch's: walkers, energies and jacobian rows in order, the
+    sampler's states merged, its statistics averaged (equal groups), resets summed."""
+    if len(parts) == 1:
+        return parts[0]
+    cat = lambda *a: jnp.concatenate(a, axis=0)
+    moved = [p.moved for p in parts]
+    together = Moved(
+        walkers=cat(*(m.walkers for m in moved)),
+        log_abs=cat(*(m.log_abs for m in moved)),
+        width=sampler.merge([m.width for m in moved]),
+        moves=jax.tree.map(lambda *a: jnp.mean(jnp.stack(a)), *(m.moves for m in moved)),
+        n_reset=sum(m.n_reset for m in moved),
+    )
+    aux = None if parts[0].aux is None else jax.tree.map(cat, *(p.aux for p in parts))
+    jac = None if parts[0].jacobian is None else jax.tree.map(cat, *(p.jacobian for p in parts))
+    return Walked(together, cat(*(p.energies for p in parts)), aux, jac)
 
 
 def streams(key: Array, random: bool) -> tuple[Array, Array, Array | None]:
@@ -137,47 +264,6 @@ def streams(key: Array, random: bool) -> tuple[Array, Array, Array | None]:
         return tuple(jax.random.split(key, 3))
     (key, mcmc_key), energy_key = jax.random.split(key), None
     return key, mcmc_key, energy_key
-
-
-class Moved(NamedTuple):
-    """The MCMC's outcome in a step: ``sampling.move``'s outputs."""
-
-    walkers: Array
-    log_abs: Array
-    width: Array  # the sampler's state
-    moves: object  # its statistics
-    n_reset: Array
-
-
-def finish(
-    optimizer, needs, mesh: Mesh, estimators, state: TrainState, key: Array, moved: Moved,
-    energy: Array, stats: EnergyStats, grads: Params, extra: dict,
-) -> tuple[TrainState, Metrics]:  # fmt: skip
-    """The step after the walkers moved and the gradient is known: the optimiser's update,
-    the guard that keeps the old parameters on a non-finite energy, gradient or parameter,
-    the new state and the metrics."""
-    if MESH in needs:  # the optimiser may split its work over the walker axis
-        extra = extra | dict(mesh=mesh, axis=parallel.WALKER_AXIS)
-    with jax.named_scope("optimizer"):
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params, **extra)
-        params = optax.apply_updates(state.params, updates)
-    ok = jnp.isfinite(energy) & _all_finite((grads, params))
-    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-    new_state = TrainState(
-        params=keep(params, state.params),
-        opt_state=keep(opt_state, state.opt_state),
-        walkers=moved.walkers,
-        log_abs=moved.log_abs,
-        width=moved.width,
-        step=state.step + 1,
-        key=key,
-    )
-    values = StepValues(
-        params=new_state.params, walkers=moved.walkers, energy=stats, moves=moved.moves,
-        sampler_state=moved.width, n_reset=moved.n_reset, accepted=ok, grads=grads,
-    )  # fmt: skip
-    with jax.named_scope("metrics"):
-        return new_state, estimators_lib.metrics(estimators, values)
 
 
 def walker_chunk(config: StepConfig, mesh: Mesh, n_walkers: int) -> int | None:
