@@ -79,10 +79,6 @@ class FermiNet(MolecularAnsatz):
         return d1 * (1 + n_spins) + d2 * n_spins
 
     # ------------------------------------------------------------- features
-    def features(self, params: Params, r: Array) -> Array:
-        """Final one-electron features, shape [n_electrons, width]."""
-        return self._features(params, r)[0]
-
     def _features(
         self, params: Params, r: Array, tapped: taps.Taps | None = None
     ) -> tuple[Array, Array]:

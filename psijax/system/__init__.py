@@ -1,7 +1,8 @@
 """The system: molecules (nuclei, charge, spin in bohr), their parsers and presets, and
 pyscf Hartree-Fock for pretraining."""
 
-from psijax.system.molecule import BOHR_PER_ANGSTROM, ELEMENTS, MIN_DISTANCE_BOHR, Molecule
+from psijax.system.elements import ELEMENTS
+from psijax.system.molecule import BOHR_PER_ANGSTROM, MIN_DISTANCE_BOHR, Molecule
 from psijax.system.parse import (
     for_config,
     from_atom_string,

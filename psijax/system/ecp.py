@@ -21,6 +21,7 @@ import functools
 import re
 
 from psijax.errors import InputError
+from psijax.system.elements import symbol_of
 
 Radial = tuple[tuple[int, float, float], ...]  # (power n of r^(n-2), exponent a, coefficient c)
 
@@ -96,8 +97,6 @@ def assign(spec: str | None, symbols: tuple[str, ...]) -> tuple[str | None, ...]
     ``"NAME"`` gives every atom whose element has a core in table NAME its ECP (elements
     the table has no core for stay all-electron); ``"El:NAME ..."`` names the elements.
     """
-    from psijax.system.molecule import symbol_of
-
     if spec is None or not str(spec).strip():
         return ()
     items = [s for s in re.split(r"[\s,;]+", str(spec).strip()) if s]

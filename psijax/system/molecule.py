@@ -16,15 +16,12 @@ from typing import Any
 import numpy as np
 
 from psijax.errors import InputError
+from psijax.system import ecp as tables
+from psijax.system.elements import Z_OF, symbol_of
 from psijax.system.presets import REFERENCES
 
 BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
 MIN_DISTANCE_BOHR = 1e-3
-
-_ELEMENT_TEXT = "H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar"
-_ELEMENT_TEXT += " K Ca Sc Ti V Cr Mn Fe Co Ni Cu Zn Ga Ge As Se Br Kr"
-ELEMENTS: tuple[str, ...] = tuple(_ELEMENT_TEXT.split())
-Z_OF = {symbol.lower(): z for z, symbol in enumerate(ELEMENTS, start=1)}
 
 Coord = tuple[float, float, float]
 
@@ -99,8 +96,6 @@ class Molecule:
             )
 
     def _set_ecp(self) -> None:
-        from psijax.system import ecp as tables
-
         names = tuple(None if e is None else str(e).strip().lower() for e in self.ecp)
         if not any(names):
             object.__setattr__(self, "ecp", ())
@@ -128,8 +123,6 @@ class Molecule:
     @property
     def core_electrons(self) -> tuple[int, ...]:
         """Electrons each atom's ECP removes (0 for all-electron atoms)."""
-        from psijax.system import ecp as tables
-
         if not self.ecp:
             return (0,) * len(self.symbols)
         return tuple(
@@ -229,8 +222,6 @@ class Molecule:
         ecp: dict[str, str] = {}
         given = basis
         if self.ecp and isinstance(basis, str) and basis.strip():
-            from psijax.system import ecp as tables
-
             ecp = {s: e for s, e in zip(self.symbols, self.ecp, strict=True) if e is not None}
             basis = {
                 s: tables.basis_for(s, ecp[s], given) if s in ecp else given for s in self.symbols
@@ -270,18 +261,6 @@ def number_of(x: Any) -> float:
         return float(x)
     except (TypeError, ValueError):
         return math.nan
-
-
-def symbol_of(text: Any, where: str) -> str:
-    """Canonical element symbol from a symbol in any case or an atomic number."""
-    key = str(text).strip().lower()
-    z = int(key) if key.isdigit() else Z_OF.get(key, 0)
-    if not 1 <= z <= len(ELEMENTS):
-        raise InputError(
-            f"unknown element {str(text)!r} {where}; use a chemical symbol such as H, Li or Ne "
-            "(psijax knows H to Kr)"
-        )
-    return ELEMENTS[z - 1]
 
 
 def _coord(c: Any, i: int) -> Coord:

@@ -12,7 +12,8 @@ import numpy as np
 
 from psijax.errors import InputError
 from psijax.system import ecp as ecp_tables
-from psijax.system.molecule import BOHR_PER_ANGSTROM, Z_OF, Coord, Molecule, symbol_of
+from psijax.system.elements import Z_OF, symbol_of
+from psijax.system.molecule import BOHR_PER_ANGSTROM, Coord, Molecule
 from psijax.system.presets import PRESET_OF, PRESETS, REFERENCES
 
 
