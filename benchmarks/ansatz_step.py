@@ -86,7 +86,7 @@ def build_named(name, system_name, molecule, mesh):
         keys[2], sampler, lambda w: map_walkers(net.log_abs, params, w), walkers,
         sampler.init(jnp.float32), n_steps=20,
     )  # fmt: skip
-    state = train_state(net, optimizer, params, walkers, keys[3], width=width, mesh=mesh)
+    state = train_state(net, optimizer, params, walkers, keys[3], sampler_state=width, mesh=mesh)
     step = make_step(
         net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
     )

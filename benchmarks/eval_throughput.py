@@ -71,7 +71,9 @@ def main() -> None:
     local_energy = energy.local_energy(net)
     optimizer = registry.optimizer(config)
     own = lambda x: jax.tree.map(jnp.copy, x)  # the training step donates its state
-    state = train_state(net, optimizer, own(params), own(walkers), keys[2], width=width, mesh=mesh)
+    state = train_state(
+        net, optimizer, own(params), own(walkers), keys[2], sampler_state=width, mesh=mesh
+    )
     holder = {"state": state}
 
     def train_once():

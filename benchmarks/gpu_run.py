@@ -64,7 +64,9 @@ BIG_SHARE, SMALL = 0.84, "0.06"
 TESTS_XLA_FLAGS = "--xla_gpu_autotune_level=0"
 TEST_WORKERS = "8"  # compiling is the host's work: 16 cores there
 # tests that need several devices, a CPU or several processes
-NOT_ON_ONE_GPU = "not cpu_pool and not two_processes and not several_slices and not saved_on_four"
+NOT_ON_ONE_GPU = (
+    "not concurrent_batched_lu and not two_processes and not several_slices and not saved_on_four"
+)
 
 
 class Run:

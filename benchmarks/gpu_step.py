@@ -72,7 +72,7 @@ def compile_parts(job, config, chunk: int | None) -> dict:
     jac = jax.eval_shape(jacobian, params, walkers)
     centered = jax.eval_shape(energies, params, walkers)
     return {
-        "mcmc": mcmc.lower(key, params, walkers, log_abs, state.width).compile(),
+        "mcmc": mcmc.lower(key, params, walkers, log_abs, state.sampler).compile(),
         "log_abs": log_abs_of.lower(params, walkers).compile(),
         "local_energy": energies.lower(params, walkers).compile(),
         "jacobian": jacobian.lower(params, walkers).compile(),
@@ -92,7 +92,7 @@ def parts(job, compiled: dict) -> dict[str, float]:
     log_abs = compiled["log_abs"](params, walkers)
     key = jax.random.PRNGKey(0)
     out = {
-        "mcmc": _timed(mcmc, key, params, walkers, log_abs, state.width),
+        "mcmc": _timed(mcmc, key, params, walkers, log_abs, state.sampler),
         "local_energy": _timed(energies, params, walkers),
         "jacobian": _timed(jacobian, params, walkers),
         "optimizer": _timed(compiled["optimizer"], state.opt_state, params, jac, centered),

@@ -47,18 +47,17 @@ def steps(args, molecule) -> dict[int, float]:
     times = {}
     for k in args.states:
         config = Config(system=args.system, states=k, walkers=args.walkers)
+        eigenstates = registry.eigenstates(config)
         net = registry.ansatz(molecule, config)
-        energy = hamiltonian.for_config(molecule, config).local_energy(net)
+        energy = eigenstates.local_energy(hamiltonian.for_config(molecule, config), net)
         optimizer = registry.optimizer(config)
         sampler = registry.sampler(config, molecule)
         template = abstract_train_state(net, optimizer, args.walkers, net.n_electrons, mesh)
         params = net.init(jax.random.PRNGKey(0), jnp.float32)
         state = train_state(net, optimizer, params, _walkers(molecule, k, args.walkers),
                             jax.random.PRNGKey(2), mesh=mesh)  # fmt: skip
-        from psijax.estimators import training
-
         step = make_step(net.log_abs, energy, optimizer, step_config(config), mesh, template,
-                         sampler, training.for_states(k))  # fmt: skip
+                         sampler, eigenstates.estimators())  # fmt: skip
         t0 = time.perf_counter()
         step = step.lower(template).compile()
         compile_s = time.perf_counter() - t0
@@ -110,7 +109,7 @@ def _two_ways(molecule, k: int, name: str):
         potential = sum(sum(hamiltonian.coulomb_parts(molecule, x)) for x in net.copies(r))
         return kinetic + potential
 
-    return ham.local_energy(net), trace_whole
+    return registry.eigenstates(config).local_energy(ham, net), trace_whole
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ would read them), compiles both, then alternates them step by step so that load 
 other jobs hits both alike, and prints one table: parameters, compile time, median and
 p10/p90 step time, and the ratio to a. Each ``--more`` adds a config (its pairs in one
 argument), timed in the same rotation (c, d, ...). ``groups=N`` sets the step's walker
-groups (``psijax.training.groups``; 1: one program), which is not a config key.
+groups (``psijax.training.execution``; 1: one program), which is not a config key.
 """
 
 from __future__ import annotations

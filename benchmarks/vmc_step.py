@@ -150,7 +150,7 @@ def main() -> None:
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
     optimizer = registry.optimizer(config)
     state = train_state(
-        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
+        net, optimizer, params, walkers, keys[4], sampler_state=width, log_abs=log_abs, mesh=mesh
     )
     step_config = StepConfig(
         clip_scale=config.clip_scale,
@@ -276,7 +276,7 @@ def _parts(net, local_energy, optimizer, step_config, state, *, mcmc_moves):
     key = jax.random.PRNGKey(0)
     out = []
     for name, fn, fargs in [
-        (f"MCMC ({mcmc_moves} moves)", moves, (key, params, walkers, state.log_abs, state.width)),
+        (f"MCMC ({mcmc_moves} moves)", moves, (key, params, walkers, state.log_abs, state.sampler)),
         ("log|psi| of all walkers (1 move's work)", log_abs_only, (params, walkers)),
         ("local energies", energies, (params, walkers)),
         ("local energies + loss gradient", loss_grad, (params, walkers)),

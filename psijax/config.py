@@ -17,15 +17,21 @@ from typing import Any
 from psijax import precision, registry
 from psijax.errors import InputError
 
-# The choices of the fields that name an implementation: the registry's tables.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "ansatz": tuple(registry.ANSATZES),
-    "optimizer": tuple(registry.OPTIMIZERS),
-    "laplacian": tuple(registry.LAPLACIANS),
-    "sampler": tuple(registry.SAMPLERS),
-    "matmul_precision": precision.PRECISIONS,
-    "gram_precision": precision.PRECISIONS,
-}
+
+def choices() -> dict[str, tuple[str, ...]]:
+    """The choices of the fields that name an implementation: the registry's tables as they
+    are now (an entry added at run time counts)."""
+    return {
+        "ansatz": tuple(registry.ANSATZES),
+        "optimizer": tuple(registry.OPTIMIZERS),
+        "laplacian": tuple(registry.LAPLACIANS),
+        "sampler": tuple(registry.SAMPLERS),
+        "matmul_precision": precision.PRECISIONS,
+        "gram_precision": precision.PRECISIONS,
+    }
+
+
+CHOICES = choices()  # as psijax ships them (the command's --help)
 ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
 MAX_STATES = 16  # the step costs K^2 ansatz evaluations per walker
@@ -118,10 +124,10 @@ class Config:
         if math.isnan(self.stall_timeout):
             raise InputError("stall_timeout=nan is not a number; give seconds, e.g. 120")
         _positive(self, "keep_checkpoints", "max_rejected")
-        for name, choices in CHOICES.items():
-            if getattr(self, name) not in choices:
+        for name, known in choices().items():
+            if getattr(self, name) not in known:
                 raise InputError(
-                    f"{name}={getattr(self, name)!r} is unknown; use one of {', '.join(choices)}"
+                    f"{name}={getattr(self, name)!r} is unknown; use one of {', '.join(known)}"
                 )
         if not self.layers or any(len(w) != 2 or min(w) < 1 for w in self.layers):
             raise InputError(

@@ -52,7 +52,8 @@ ANSATZES: dict[str, Entry] = {
     "ferminet": Entry("psijax.ansatz.ferminet:from_config"),
     "psiformer": Entry("psijax.ansatz.psiformer:from_config"),
 }
-STATES = Entry("psijax.ansatz.states:States")  # K copies of an ansatz as one wavefunction
+# What a run solves for: the ground state, or the lowest K states as one wavefunction.
+EIGENSTATES = (Entry("psijax.eigenstates:GroundState"), Entry("psijax.eigenstates:LowestStates"))
 OPTIMIZERS: dict[str, Entry] = {
     "spring": Entry("psijax.optim.spring:from_config", learning_rate=0.02),
     "adam": Entry("psijax.optim.adam:from_config", learning_rate=3e-3),
@@ -81,11 +82,17 @@ OBSERVABLES: dict[str, Entry] = {
 }
 
 
+def eigenstates(config: Config):
+    """What the run solves for (``psijax.eigenstates``): the ground state, or the lowest
+    ``config.states`` states at once."""
+    ground, lowest = EIGENSTATES
+    return ground.load()() if config.states == 1 else lowest.load()(config.states)
+
+
 def ansatz(molecule: Molecule, config: Config):
-    """The wavefunction ``config.ansatz`` for ``molecule``; with ``config.states`` > 1 the
-    total wavefunction of that many copies of it (``psijax.ansatz.states.States``)."""
-    net = ANSATZES[config.ansatz].load()(molecule, config)
-    return net if config.states == 1 else STATES.load()(net, config.states)
+    """The wavefunction ``config.ansatz`` for ``molecule``, as the run trains it: with
+    ``config.states`` > 1 the total wavefunction of that many copies of it."""
+    return eigenstates(config).network(ANSATZES[config.ansatz].load()(molecule, config))
 
 
 def optimizer(config: Config):

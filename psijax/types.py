@@ -54,6 +54,6 @@ class TrainState(NamedTuple):
     opt_state: PyTree
     walkers: Walkers  # [walkers, electrons, 3], sharded along the walker axis
     log_abs: Array  # [walkers] log|psi| of the walkers under the params that sampled them
-    width: Array  # MCMC proposal width in bohr
+    sampler: PyTree  # the sampler's state (``Sampler.init``; Metropolis: its width, bohr)
     step: Array  # int32
     key: Array  # PRNG key for the next step

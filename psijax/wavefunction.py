@@ -23,16 +23,14 @@ from jax.sharding import Mesh
 
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, system
-from psijax.ansatz.states import States
 from psijax.errors import InputError
 from psijax.estimators import observables
-from psijax.estimators import states as state_observables
 from psijax.parallel.batching import map_walkers
 from psijax.rundir import checkpoint, train_files
 from psijax.runtime import configure
 from psijax.sampling import burn_in
 from psijax.training.state import abstract_train_state
-from psijax.types import Array, Params, Psi, Walkers
+from psijax.types import Array, Params, Psi, PyTree, Walkers
 
 
 @dataclasses.dataclass
@@ -45,7 +43,7 @@ class Wavefunction:
     network: object  # the ansatz (``psijax.ansatz.Ansatz``: FermiNet, PsiFormer)
     mesh: Mesh
     walkers: Walkers  # [walker, electron, 3] in bohr, sampled from |psi|^2 during training
-    width: float  # the MCMC proposal width (bohr) training adapted
+    sampler_state: PyTree  # the sampler's state training adapted (replicated on ``mesh``)
     step: int  # the training step of the checkpoint
     run: Path
     _compiled: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -75,13 +73,10 @@ class Wavefunction:
 
     def energy_matrix(self, r: Array, *, seed: int = 0) -> Array:
         """Several states: the local energy matrix ``[K, K]`` of one walker (or of each of a
-        batch); the eigenvalues of its average over |psi|^2 are the states' energies."""
-        k = getattr(self.network, "n_states", 1)
-        if k == 1:
-            return self.local_energy(r, seed=seed)[..., None, None]
+        batch); the eigenvalues of its average over |psi|^2 are the states' energies. (The
+        ground state's is ``[1, 1]``: its local energy.)"""
         values = self.local_values(r, ("energy",), seed=seed)
-        names = state_observables.matrix_names("energy", k)
-        return jnp.stack([values[n] for n in names], axis=-1).reshape(*values["energy"].shape, k, k)
+        return registry.eigenstates(self.config).energy_matrix(values)
 
     def local_values(
         self, r: Array, names=observables.DEFAULT, *, seed: int = 0
@@ -91,8 +86,8 @@ class Wavefunction:
         r = self._check(r)
         default = names is observables.DEFAULT
         names = observables.parse(list(names))
-        if default and isinstance(self.network, States):
-            names = tuple(n for n in names if n in state_observables.SUPPORTED)
+        if default:  # those of the defaults the run's states have
+            names = registry.eigenstates(self.config).default_observables(names)
         if names not in self._compiled:
             self._compiled[names] = _local_values_fn(self, names)
         fn = self._compiled[names]
@@ -104,13 +99,14 @@ class Wavefunction:
 
     def sample(self, n_steps: int, *, seed: int = 0, walkers: Walkers | None = None) -> Walkers:
         """``n_steps`` steps of the run's sampler from ``walkers`` (the saved ones by
-        default), with its saved state frozen (the proposal width); returns the walkers."""
+        default), with its saved state frozen (``sampler_state``); returns the walkers."""
         if int(n_steps) != n_steps or n_steps < 0:
             raise InputError(f"n_steps={n_steps} must be a whole number >= 0")
         walkers = self.walkers if walkers is None else self._check(walkers)
         key = jax.random.PRNGKey(seed)
         sampler = registry.sampler(self.config, self.molecule, adapt=False)
-        return _jit_sample(self.network.log_abs, sampler, self.params, walkers, key, self.width,
+        state = self.sampler_state
+        return _jit_sample(self.network.log_abs, sampler, self.params, walkers, key, state,
                            int(n_steps))  # fmt: skip
 
     def _check(self, r) -> Array:
@@ -142,12 +138,9 @@ def _jit_sample(log_abs, sampler, params, walkers, key, state, n_steps):
 
 def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
     energy = hamiltonian.for_config(wf.molecule, wf.config)
-    if isinstance(wf.network, States):
-        total = energy.local_energy(wf.network)
-        local = state_observables.build(names, total, wf.molecule, given=True).local
-    else:
-        observed = observables.build(names, wf.molecule, wf.network)
-        local = observables.local_values(energy, wf.network, observed)
+    _, local, _ = registry.eigenstates(wf.config).observed(
+        names, energy, wf.network, wf.molecule, given=True
+    )
 
     def public(params, walker_key):
         values = local(params, *walker_key)
@@ -187,8 +180,9 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
     net = registry.ansatz(molecule, config)
     template = abstract_train_state(
-        net, registry.optimizer(config), config.walkers, net.n_electrons, mesh
-    )
+        net, registry.optimizer(config), config.walkers, net.n_electrons, mesh,
+        sampler=registry.sampler(config, molecule),
+    )  # fmt: skip
     if config.walkers % mesh.devices.size:  # restore the walkers whole on every device
         rep = parallel.replicated(mesh)
         retype = lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep)
@@ -208,7 +202,7 @@ def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = Non
         network=net,
         mesh=mesh,
         walkers=state.walkers,
-        width=float(np.asarray(parallel.to_host(state.width))),
+        sampler_state=state.sampler,
         step=int(np.asarray(parallel.to_host(state.step))),
         run=path,
     )

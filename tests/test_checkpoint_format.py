@@ -64,7 +64,7 @@ def test_orbax_alone_reads_the_arrays_by_name_and_meta_names_the_versions(tmp_pa
         arrays["params.layers.0.one.w"], state.params["layers"][0]["one"]["w"]
     )
     meta = json.loads((where / "meta" / "metadata").read_text())
-    assert meta["format"] == 2 and meta["names"][-1] == "key"
+    assert meta["format"] == 3 and meta["names"][-1] == "key" and "sampler" in meta["names"]
     assert {"psijax", "jax", "folx", "orbax-checkpoint"} <= set(meta["versions"])
 
 
@@ -75,7 +75,7 @@ def test_a_format_1_checkpoint_still_restores(tmp_path, template, monkeypatch):
     import orbax.checkpoint as ocp
 
     assert sorted(ocp.StandardCheckpointer().restore(where / "state"))[0] == "leaf_0000"
-    monkeypatch.setattr(checkpoint, "FORMAT", 2)
+    monkeypatch.setattr(checkpoint, "FORMAT", 3)
     reader = checkpoint.Checkpoints(tmp_path, read_only=True)
     restored = reader.restore(template, {"molecule": "x"})
     arrays = reader.arrays()
@@ -83,6 +83,25 @@ def test_a_format_1_checkpoint_still_restores(tmp_path, template, monkeypatch):
     for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, b)
     assert len(arrays) == len(jax.tree.leaves(state))
+
+
+def test_a_format_2_checkpoint_restores_its_width_as_the_samplers_state(tmp_path, template,
+                                                                        monkeypatch):  # fmt: skip
+    """Format 2 named Metropolis's state ``width``; it is the state's ``sampler`` now."""
+    import orbax.checkpoint as ocp
+
+    state = concrete(template, seed=2)
+    monkeypatch.setattr(checkpoint, "FORMAT", 2)
+    where = save(tmp_path, state)
+    arrays = ocp.StandardCheckpointer().restore(where / "state")
+    assert "width" in arrays and "sampler" not in arrays
+    monkeypatch.setattr(checkpoint, "FORMAT", 3)
+    reader = checkpoint.Checkpoints(tmp_path, read_only=True)
+    restored = reader.restore(template, {"molecule": "x"})
+    reader.close()
+    np.testing.assert_array_equal(restored.sampler, state.sampler)
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_an_unknown_format_is_refused_in_one_line(tmp_path, template):
@@ -93,7 +112,9 @@ def test_an_unknown_format_is_refused_in_one_line(tmp_path, template):
     meta["versions"]["psijax"] = "9.9.9"
     meta_file.write_text(json.dumps(meta))
     reader = checkpoint.Checkpoints(tmp_path, read_only=True)
-    with pytest.raises(InputError, match=r"has format 99, this psijax reads 1, 2; .*\(9\.9\.9\)"):
+    with pytest.raises(
+        InputError, match=r"has format 99, this psijax reads 1, 2, 3; .*\(9\.9\.9\)"
+    ):
         reader.restore(template, {"molecule": "x"})
     reader.close()
 

@@ -10,12 +10,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from psijax import hamiltonian, laplacian, optim, parallel, sampling, system
+from psijax import eigenstates, hamiltonian, laplacian, optim, parallel, sampling, system
 from psijax.ansatz import FermiNet
 from psijax.estimators import training
 from psijax.estimators.training import Column, Estimator
 from psijax.run.progress import Progress
-from psijax.rundir import train_files
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
@@ -43,10 +42,10 @@ def test_step_metrics_csv_and_docs_share_the_declared_columns():
     step, state = _step()
     _, metrics = step(state)
     assert sorted(metrics) == sorted(names)  # a jitted dict comes back in key order
-    assert ("step", *names, "seconds") == train_files.COLUMNS
+    assert ("step", *names, "seconds") == eigenstates.COLUMNS
     table = (ROOT / "docs" / "outputs.md").read_text().split("## metrics.csv")[1]
     documented = re.findall(r"^\| `(\w+)` \|", table.split("\n\n", 3)[2], re.M)
-    assert documented == list(train_files.COLUMNS)
+    assert documented == list(eigenstates.COLUMNS)
 
 
 def test_an_added_estimator_reaches_the_metrics_and_a_wrong_one_fails():

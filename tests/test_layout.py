@@ -18,11 +18,11 @@ PACKAGE = ROOT / "psijax"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("psijax.types", "psijax.errors", "psijax.precision"),
     ("psijax.registry", "psijax.config"),
-    ("psijax.statistics", "psijax.system", "psijax.parallel"),
+    ("psijax.statistics", "psijax.system", "psijax.parallel", "psijax.runtime"),
     ("psijax.laplacian", "psijax.ansatz"),
     ("psijax.hamiltonian", "psijax.sampling", "psijax.optim"),
     ("psijax.estimators",),
-    ("psijax.rundir",),
+    ("psijax.rundir", "psijax.eigenstates"),
     ("psijax.run",),
     ("psijax.training",),
     ("psijax.wavefunction",),
@@ -102,6 +102,55 @@ def test_the_layer_check_sees_an_upward_import():
     source = "def f():\n    from psijax.training import job\n    from ..run import loop\n"
     assert imports_of(probe, source) == [(2, "psijax.training.job"), (3, "psijax.run.loop")]
     assert layer_of("psijax.sampling.probe") < layer_of("psijax.training.job")
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph`` (module -> modules it imports): its strongly connected
+    components of more than one module, each sorted (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """No import cycle in the package, lazy imports in function bodies included (a module
+    importing a package imports the package's ``__init__``: a name it re-exports)."""
+    modules = {module_name(p) for p in MODULES}
+    graph = {
+        module_name(p): {t for _, t in imports_of(p) if t in modules and t != module_name(p)}
+        for p in MODULES
+    }
+    assert not cycles(graph), "import cycles:\n" + "\n".join(map(str, cycles(graph)))
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))

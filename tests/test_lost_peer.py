@@ -157,10 +157,12 @@ def test_a_lost_process_stops_an_evaluation_too_with_its_checkpoint_intact(tmp_p
     assert [int(r["step"]) for r in metrics(run / "eval")][:saved] == list(range(saved))
     # the checkpoint it names is intact: its arrays match their checksums (a resume from
     # it is tested in test_evaluate.py)
-    from psijax import parallel
+    from psijax import parallel, sampling
     from psijax.evaluation import step as eval_step
 
-    template = eval_step.abstract_state(16, 2, np.float32, parallel.make_mesh(1))
+    template = eval_step.abstract_state(
+        16, 2, np.float32, parallel.make_mesh(1), sampling.Metropolis()
+    )
     reader = checkpoint.Checkpoints(run / "eval", read_only=True)
     try:
         state = reader.restore(template, {})

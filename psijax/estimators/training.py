@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from psijax.types import Array, Params, PyTree, Walkers
+from psijax.types import Array, Params, Walkers
 
 if TYPE_CHECKING:  # the progress display reads this module: keep optax and the step out
     from psijax.optim.gradient import EnergyStats
@@ -30,7 +30,7 @@ class StepValues(NamedTuple):
     walkers: Walkers  # [walker, electron, 3] after the moves
     energy: EnergyStats  # of the local energies at those walkers
     moves: MCMCStats
-    sampler_state: PyTree  # Metropolis: the width after adaptation
+    width: Array  # the sampler's proposal scale after the step (``Sampler.width``)
     n_reset: Array  # walkers restarted from a healthy one
     accepted: Array  # bool: the update was kept
     grads: Params  # the energy gradient before the optimiser
@@ -58,7 +58,7 @@ def _energy(v: StepValues) -> dict[str, Array]:
 
 
 def _sampling(v: StepValues) -> dict[str, Array]:
-    return {"acceptance": v.moves.acceptance, "width": v.sampler_state}
+    return {"acceptance": v.moves.acceptance, "width": v.width}
 
 
 def _health(v: StepValues) -> dict[str, Array]:
@@ -148,8 +148,3 @@ def state_columns(k: int) -> tuple[Column, ...]:
                "eigenvalue of the step's mean energy matrix", f"E{i} {{:.4f}}")
         for i in range(k)
     )  # fmt: skip
-
-
-def for_states(k: int) -> tuple[Estimator, ...]:
-    """The training estimators of a run of ``k`` states."""
-    return TRAINING if k == 1 else (*TRAINING, energy_matrix(k))

@@ -29,10 +29,8 @@ import jax
 import numpy as np
 
 from psijax import hamiltonian, parallel, registry
-from psijax.ansatz.states import States
 from psijax.errors import InputError
 from psijax.estimators import observables as observables_lib
-from psijax.estimators import states as state_observables
 from psijax.evaluation import step as eval_step
 from psijax.evaluation.settings import KEEP_CHECKPOINTS, EvalSettings
 from psijax.parallel.batching import auto_chunk
@@ -91,18 +89,14 @@ def evaluate(
     stall_timeout: float | None = None,
     progress: bool = True,
 ) -> EvalResult:
-    """Evaluate the newest checkpoint of the training run ``run``; see the module docstring
-    and ``psijax.evaluation.settings`` for the defaults.
-
-    ``target_error`` (Hartree) stops once the blocking error of the whole evaluation's
-    energy is below it and its two halves agree (``psijax.statistics.StopRule``, as in
-    training; checked every 10 steps from step 200); ``steps`` is then the most it may take.
-    ``resume=True`` continues the evaluation in ``RUN/eval/`` from its newest checkpoint
-    (written every ``checkpoint_every`` steps and 10 minutes, at the end and on
-    SIGTERM/SIGINT) with its own settings; ``steps`` and ``target_error`` may change.
-    ``stall_timeout`` (seconds; default: the training's) is the floor of the step watch
-    (``psijax.run.watch``). Every input is checked before anything is written; bad input
-    raises ``InputError``.
+    """Evaluate the newest checkpoint of the training run ``run`` (module docstring; the
+    defaults: ``psijax.evaluation.settings``). ``target_error`` (Hartree) stops once the
+    whole evaluation's error bar is below it and its halves agree (``StopRule``, checked
+    every 10 steps from step 200; ``steps`` is then the most). ``resume=True`` continues
+    ``RUN/eval/`` from its newest checkpoint (every ``checkpoint_every`` steps and 10
+    minutes, at the end, on SIGTERM/SIGINT) with its settings; ``steps`` and
+    ``target_error`` may change. ``stall_timeout``: the step watch's floor (seconds;
+    default: the training's). Bad input raises ``InputError`` before anything is written.
     """
     started = time.perf_counter()
     configure()
@@ -163,6 +157,7 @@ class _Parts:
     local_values: object
     columns: tuple
     identity: dict
+    sampler: object  # the run's sampler, adapting (its state's layout, its width)
 
 
 def _resolve(run, resume: bool, force: bool, stall_timeout, given: dict) -> _Job:
@@ -211,26 +206,19 @@ def _build(job: _Job, given_observables: bool) -> _Parts:
          "observables": list(settings.observables)},
     )  # fmt: skip
     energy = hamiltonian.for_config(wf.molecule, wf.config)
-    if isinstance(wf.network, States):  # matrices per walker; the states at the end
-        observed = (
-            state_observables.build(
-                settings.observables, energy.local_energy(wf.network), wf.molecule,
-                given=given_observables,
-            ),
-        )  # fmt: skip
-        local_values, columns = observed[0].local, observed[0].columns
-    else:
-        observed = observables_lib.build(settings.observables, wf.molecule, wf.network)
-        local_values = observables_lib.local_values(energy, wf.network, observed)
-        columns = observables_lib.columns(energy, observed)
-    return _Parts(energy, observed, local_values, tuple(columns), identity)
+    observed, local_values, columns = registry.eigenstates(wf.config).observed(
+        settings.observables, energy, wf.network, wf.molecule, given=given_observables
+    )
+    sampler = registry.sampler(wf.config, wf.molecule)
+    return _Parts(energy, observed, local_values, columns, identity, sampler)
 
 
 def _restored(job: _Job, parts: _Parts):
     """The newest checkpoint of the evaluation being resumed."""
     template = eval_step.abstract_state(
-        job.n_walkers, job.wf.network.n_electrons, job.wf.walkers.dtype, job.mesh
-    )
+        job.n_walkers, job.wf.network.n_electrons, job.wf.walkers.dtype, job.mesh,
+        parts.sampler,
+    )  # fmt: skip
     reader = checkpoint.Checkpoints(job.out, read_only=True)
     try:
         return reader.restore(template, parts.identity)
@@ -260,13 +248,18 @@ def _launch(job: _Job, parts: _Parts, state, show, watch):
     if state is None:
         saved_walkers = np.asarray(parallel.to_host(wf.walkers))
         state = eval_step.initial_state(
-            log_abs, wf.params, saved_walkers, wf.width, job.n_walkers, settings.seed, mesh
+            log_abs,
+            wf.params,
+            saved_walkers,
+            wf.sampler_state,
+            job.n_walkers,
+            settings.seed,
+            mesh,
         )
         if settings.burn_in:
             watch.disarm("re-equilibrating the walkers")
             show.phase("re-equilibrating the walkers", settings.burn_in)
-            sampler = registry.sampler(wf.config, wf.molecule)
-            equilibrate = eval_step.make_equilibrate(log_abs, sampler, mesh, chunk)
+            equilibrate = eval_step.make_equilibrate(log_abs, parts.sampler, mesh, chunk)
             state = equilibrate(wf.params, state, settings.burn_in)
     watch.disarm("compiling the evaluation step")
     build = lambda chunk_size: eval_step.make_eval_step(
@@ -329,7 +322,7 @@ def _summarise(job, parts, writer, loop, state, energies, first, start, started)
     info = {
         **_static(job, parts),
         "steps": n_done,
-        "width": float(np.asarray(parallel.to_host(state.width))),
+        "width": float(np.asarray(parallel.to_host(parts.sampler.width(state.sampler)))),
         "reached_target": reached,
         "seconds": round(time.perf_counter() - started, 2),
         "walker_steps_per_second": None if rate is None else round(rate, 1),

@@ -20,7 +20,7 @@ from psijax import parallel, sampling
 from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
 from psijax.sampling import Sampler
-from psijax.types import Array, LogAbs, Metrics, Params, Walkers
+from psijax.types import Array, LogAbs, Metrics, Params, PyTree, Walkers
 
 # Per-walker metrics of a step: not averaged; written to walkers.h5.
 PER_WALKER = ("local_energy", "positions")
@@ -29,7 +29,7 @@ PER_WALKER = ("local_energy", "positions")
 class EvalState(NamedTuple):
     walkers: Walkers  # [walker, electron, 3], sharded
     log_abs: Array  # [walker], sharded
-    width: Array  # the sampler's (frozen) state: the MCMC proposal width (bohr)
+    sampler: PyTree  # the sampler's (frozen) state (``Sampler.init``)
     step: Array  # int32
     key: Array
 
@@ -59,8 +59,8 @@ def make_eval_step(
         else:
             (key, k_move), k_energy = jax.random.split(state.key), None
         batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
-        walkers, logp, width, moves, n_reset = sampling.move(
-            sampler, k_move, batch, state.walkers, state.log_abs, state.width
+        walkers, logp, sampler_state, moves, n_reset = sampling.move(
+            sampler, k_move, batch, state.walkers, state.log_abs, state.sampler
         )
         if random:
             keys = jax.random.split(k_energy, walkers.shape[0])
@@ -86,7 +86,7 @@ def make_eval_step(
         metrics["local_energy"] = energy
         if positions:
             metrics["positions"] = walkers
-        new = EvalState(walkers, logp, width, state.step + 1, key)
+        new = EvalState(walkers, logp, sampler_state, state.step + 1, key)
         return new, metrics
 
     shardings = state_shardings(mesh)
@@ -105,11 +105,11 @@ def make_equilibrate(log_abs: LogAbs, sampler: Sampler, mesh, chunk: int | None)
 
     def equilibrate(params: Params, state: EvalState, n_steps: int) -> EvalState:
         batch = lambda w: map_walkers(log_abs, params, w, chunk_size=chunk)
-        walkers, logp, width = sampling.burn_in(
-            state.key, sampler, batch, state.walkers, state.width, n_steps=n_steps
+        walkers, logp, sampler_state = sampling.burn_in(
+            state.key, sampler, batch, state.walkers, state.sampler, n_steps=n_steps
         )
         key = jax.random.fold_in(state.key, n_steps)
-        return state._replace(walkers=walkers, log_abs=logp, width=width, key=key)
+        return state._replace(walkers=walkers, log_abs=logp, sampler=sampler_state, key=key)
 
     shardings = state_shardings(mesh)
     return jax.jit(
@@ -122,37 +122,43 @@ def make_equilibrate(log_abs: LogAbs, sampler: Sampler, mesh, chunk: int | None)
 
 
 def state_shardings(mesh) -> EvalState:
-    """Walkers and their log|psi| split over devices, the rest replicated (as in training)."""
+    """Walkers and their log|psi| split over devices, the rest replicated (as in training;
+    a prefix of the state: the sampler's whole state replicated)."""
     return parallel.state_shardings(mesh, EvalState(*[None] * len(EvalState._fields)))
 
 
-def abstract_state(n_walkers: int, n_electrons: int, dtype, mesh) -> EvalState:
-    """Shapes, dtypes and shardings of the evaluation's state (the restore template)."""
+def abstract_state(n_walkers: int, n_electrons: int, dtype, mesh, sampler) -> EvalState:
+    """Shapes, dtypes and shardings of the evaluation's state (the restore template), with
+    ``sampler``'s state."""
     sh = state_shardings(mesh)
     spec = jax.ShapeDtypeStruct
+    of = lambda s: spec(s.shape, s.dtype, sharding=sh.sampler)
     return EvalState(
         walkers=spec((n_walkers, n_electrons, 3), dtype, sharding=sh.walkers),
         log_abs=spec((n_walkers,), dtype, sharding=sh.log_abs),
-        width=spec((), dtype, sharding=sh.width),
+        sampler=jax.tree.map(of, jax.eval_shape(lambda: sampler.init(dtype))),
         step=spec((), np.int32, sharding=sh.step),
         key=spec((2,), np.uint32, sharding=sh.key),
     )
 
 
 def initial_state(
-    log_abs: LogAbs, params: Params, walkers: np.ndarray, width, n_walkers: int, seed: int, mesh
-) -> EvalState:
+    log_abs: LogAbs, params: Params, walkers: np.ndarray, sampler_state, n_walkers: int,
+    seed: int, mesh,
+) -> EvalState:  # fmt: skip
     """The given walkers (repeated or cut to ``n_walkers``) with their log|psi| under
-    ``params``, the sampler state ``width`` and a key of ``seed``, on ``mesh``."""
+    ``params``, the sampler's state and a key of ``seed``, on ``mesh``."""
     walkers = walkers[np.arange(n_walkers) % walkers.shape[0]]
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 0xE7A1)
     state = EvalState(
         walkers=walkers,
         log_abs=np.zeros((n_walkers,), walkers.dtype),
-        width=np.asarray(width, walkers.dtype),
+        sampler=sampler_state,
         step=np.zeros((), np.int32),
         key=np.asarray(key),
     )
-    state = parallel.to_global(state, state_shardings(mesh))
+    sh = state_shardings(mesh)
+    full = sh._replace(sampler=jax.tree.map(lambda _: sh.sampler, sampler_state))
+    state = parallel.to_global(state, full)
     batch = jax.jit(lambda p, w: map_walkers(log_abs, p, w))
     return state._replace(log_abs=batch(params, state.walkers))

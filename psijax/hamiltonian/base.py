@@ -131,16 +131,10 @@ class Hamiltonian:
             totals.append(functools.reduce(lambda a, b: a + b, got.values()))
         return {"energy": functools.reduce(lambda a, b: a + b, totals), **values}
 
-    def local_energy(self, psi: object):
-        """E_L of the wavefunction ``psi`` (an ansatz or a log|psi| function); for several
-        states (``psijax.ansatz.states.States``) the trace of their local energy matrix
-        (``psijax.hamiltonian.states.StatesEnergy``)."""
-        from psijax.ansatz.states import States
-
-        if isinstance(psi, States):
-            from psijax.hamiltonian.states import StatesEnergy
-
-            return StatesEnergy(self, psi)
+    def local_energy(self, psi: object) -> LocalEnergy:
+        """E_L of the wavefunction ``psi`` (an ansatz or a log|psi| function). Several
+        states' total wavefunction has a local energy matrix instead
+        (``psijax.hamiltonian.states.StatesEnergy``, built by ``psijax.eigenstates``)."""
         return LocalEnergy(self, psi_functions(psi))
 
 

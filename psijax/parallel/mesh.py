@@ -29,7 +29,8 @@ def make_mesh(n_devices: int | None = None) -> Mesh:
         raise InputError(
             f"devices={n_devices} but {len(devices)} are available; "
             f"choose a number from 1 to {len(devices)}"
-            + " (a CPU's cores are one device: JAX_NUM_CPU_DEVICES=N splits them into N)" * cpu
+            + " (a CPU's cores are one device: JAX_NUM_CPU_DEVICES=N splits them into N)"
+            * cpu
         )
     return Mesh(np.asarray(devices[:n]), (WALKER_AXIS,), axis_types=(AxisType.Auto,))
 

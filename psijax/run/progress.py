@@ -69,7 +69,8 @@ class Progress:
         eval_fraction: float = 0.3,
         energies: list[float] | None = None,
         columns: Callable[[], int] | None = None,
-        states: int = 1,
+        label: str = "E",
+        leading: tuple = (),
     ):
         self.stream = stream or sys.stderr
         self.enabled = enabled
@@ -85,10 +86,9 @@ class Progress:
         self._start = 0
         self._live = False  # a live (unterminated) line is on the terminal
         self.rejected = 0
-        self.shown = [c for c in training.columns() if c.show is not None]
-        if states > 1:  # each state's energy in the step first, then the rest
-            self.shown = [*training.state_columns(states), *self.shown]
-        self.states = states
+        # ``leading`` columns first (several states: each one's energy in the step)
+        self.shown = [*leading, *(c for c in training.columns() if c.show is not None)]
+        self.label = label  # what the running estimate is of: "E", "sum E"
 
     def _terminal_columns(self) -> int:
         """The width of the terminal this display writes to (stdout may be a file)."""
@@ -134,7 +134,7 @@ class Progress:
         parts = [f"step {i + 1}/{self.total}"]
         est = running_estimate(self.energies, self.eval_fraction)
         if est is not None:
-            parts.append(f"E={est}" if self.states == 1 else f"sum E={est}")
+            parts.append(f"{self.label}={est}")
             if est.n_samples < MIN_BLOCKING_LENGTH:
                 parts.append(f"(naive, {est.n_samples} steps)")
             if self.exact is not None and math.isfinite(est.mean):

@@ -1,13 +1,15 @@
 """Checkpoints of the whole ``TrainState``, written with orbax.
 
 A checkpoint is ``RUN/checkpoints/<step>/`` with two items: ``state`` (every leaf of the
-``TrainState`` -- parameters, optimiser state, walkers, MCMC width, random key, step -- as
-sharded arrays, each under its pytree name such as ``params.layers.0.one.w`` or
-``walkers``) and ``meta`` (JSON: the step, the run's identity, the names, shapes and dtypes
-of the arrays and the psijax, JAX, folx and orbax versions that wrote it). orbax alone can
-read one: ``orbax.checkpoint.StandardCheckpointer().restore(<absolute path>/<step>/state)``
-gives a dict of arrays by name. Format 1 (arrays named ``leaf_0000``, ...; before psijax 0.1.0's
-self-describing checkpoints) still restores.
+``TrainState`` -- parameters, optimiser state, walkers, the sampler's state, random key,
+step -- as sharded arrays, each under its pytree name such as ``params.layers.0.one.w``,
+``walkers`` or ``sampler``) and ``meta`` (JSON: the step, the run's identity, the names,
+shapes and dtypes of the arrays and the psijax, JAX, folx and orbax versions that wrote
+it). orbax alone can read one:
+``orbax.checkpoint.StandardCheckpointer().restore(<absolute path>/<step>/state)`` gives a
+dict of arrays by name. Format 2 (the sampler's state was Metropolis's width, named
+``width``) and format 1 (arrays named ``leaf_0000``, ...; before psijax 0.1.0's
+self-describing checkpoints) still restore.
 orbax writes into a temporary directory and renames it when complete, so a crash at any
 instant leaves the previous checkpoints intact and never a half-written one that is read
 back. Restoring takes a template whose leaves carry the *new* shardings, so a run saved on
@@ -33,8 +35,8 @@ import numpy as np
 from psijax.errors import InputError
 from psijax.types import TrainState
 
-FORMAT = 2  # written; 2: arrays under pytree names, versions in meta
-READS = (1, 2)  # 1: arrays named leaf_0000, ...
+FORMAT = 3  # written; 3: arrays under pytree names (the sampler's state as ``sampler``)
+READS = (1, 2, 3)  # 2: the sampler's state was Metropolis's width, ``width``; 1: leaf_0000, ...
 SUBDIR = "checkpoints"
 
 
@@ -162,6 +164,8 @@ def _as_dict(tree: Any, fmt: int) -> dict[str, Any]:
     if fmt == 1:
         return {f"leaf_{i:04d}": x for i, x in enumerate(jax.tree.leaves(tree))}
     named = {_name(path): x for path, x in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    if fmt == 2:  # the sampler's state was one array, the proposal width
+        named = {"width" if name == "sampler" else name: x for name, x in named.items()}
     if len(named) != len(jax.tree.leaves(tree)):
         raise ValueError("two leaves of the state have the same name")
     return named

@@ -18,7 +18,7 @@ import numpy as np
 from psijax.errors import InputError
 from psijax.estimators import observables as observables_lib
 from psijax.rundir.eval_files import COUNTS, read_rows, unit_of
-from psijax.rundir.plots import plot_energy, plot_evaluation, plot_states
+from psijax.rundir.plots import plot_evaluation
 from psijax.rundir.train_files import atomic_write
 from psijax.statistics import Estimate, blocking_estimate, tail_estimate, tail_note
 
@@ -156,7 +156,7 @@ def report(run: str | Path) -> str:
     """The summary of the run in ``run`` and of its evaluation, recomputed from their
     metrics files; redraws ``energy.png`` and ``eval/eval.png``. Returns the text."""
     from psijax import config as config_lib
-    from psijax import system
+    from psijax import registry, system
 
     run = Path(run)
     if not run.is_dir():
@@ -167,6 +167,7 @@ def report(run: str | Path) -> str:
         )
     config = config_lib.load_saved(run / "config.json")
     molecule = system.for_config(config)
+    eigenstates = registry.eigenstates(config)  # what the run solved for
     train_rows = read_rows(run / "metrics.csv") if (run / "metrics.csv").is_file() else []
     eval_dir = run / "eval"
     eval_rows = read_rows(eval_dir / "metrics.csv") if (eval_dir / "metrics.csv").is_file() else []
@@ -180,36 +181,26 @@ def report(run: str | Path) -> str:
         energies = np.asarray([r["energy"] for r in train_rows])
         finite = energies[np.isfinite(energies)]
         est = tail_estimate(finite, config.eval_fraction)
-        exact = molecule.exact_energy if config.states == 1 else None  # not of a sum
+        exact = eigenstates.exact(molecule)
         lines.append(f"{_line('system', '')}{config.system}")
-        label = "training" if config.states == 1 else "training (sum)"
         lines.append(
-            f"{_line(label, '')}{est} Ha   (blocking analysis of the last {est.n_samples} of "
-            f"{energies.size} steps)"
+            f"{_line(eigenstates.label, '')}{est} Ha   (blocking analysis of the last "
+            f"{est.n_samples} of {energies.size} steps)"
         )
         if exact is not None:
             lines.append(
                 f"{_line('exact', '')}{exact:.6f} Ha   (difference "
                 f"{1000 * (est.mean - exact):+.2f} ± {1000 * est.error:.2f} mHa)"
             )
-        if config.states == 1:
-            if note := tail_note(energies, est):
-                lines.append(f"{_line('tail', '')}{note}")
-            plot_energy(run / "energy.png", energies, exact, est, config.system)
-        else:
-            lines += _state_lines(run, train_rows, config)
+        extra = eigenstates.report_lines(run, train_rows, config, energies, est, exact)
+        lines += [f"{_line(name, '')}{text}" for name, text in extra]
     if len(eval_rows) >= 2:
         try:
             info = json.loads((eval_dir / "summary.json").read_text())
         except (OSError, ValueError):
             info = {}
         names = observables_lib.parse(info.get("observables") or None)
-        if config.states > 1:
-            from psijax.estimators import states as state_observables
-
-            observed = (state_observables.build(names, config.states, molecule, given=False),)
-        else:
-            observed = observables_lib.build(names, molecule)
+        observed = eigenstates.reported(names, molecule)
         keep = {k: v for k, v in info.items() if k not in ("estimates", "derived", "training")}
         keep["steps"] = len(eval_rows)
         units = {k: e.get("unit", "") for k, e in info.get("estimates", {}).items()}
@@ -217,14 +208,3 @@ def report(run: str | Path) -> str:
         lines.append(format_summary(summary))
         plot_evaluation(eval_dir / "eval.png", eval_rows, summary, config.system)
     return "\n".join(lines)
-
-
-def _state_lines(run: Path, rows, config) -> list[str]:
-    """Several states: each one's training estimate; redraws energy.png with all of them."""
-    from psijax.statistics import states as analysis
-
-    k = config.states
-    matrices = analysis.matrices_of(rows, k)
-    per_state = analysis.tail(matrices, config.eval_fraction)
-    plot_states(run / "energy.png", analysis.per_step_energies(matrices), per_state, config.system)
-    return [f"{_line(f'state {i}', '')}{e} Ha" for i, e in enumerate(per_state)]

@@ -21,25 +21,9 @@ import numpy as np
 
 from psijax import config as config_lib
 from psijax.errors import InputError
-from psijax.estimators import training
 from psijax.rundir import checkpoint
-from psijax.rundir.plots import plot_energy, plot_states
 from psijax.statistics.blocking import Estimate
 from psijax.system import Molecule
-
-# metrics.csv: the step, every training estimator's columns, the wall time.
-COLUMNS = ("step", *(c.name for c in training.columns()), "seconds")
-
-
-def columns_for(k: int) -> tuple[str, ...]:
-    """metrics.csv's columns for a run of ``k`` states: with several, each state's energy
-    and the energy matrix follow the training columns."""
-    if k == 1:
-        return COLUMNS
-    extra = [c.name for c in training.state_columns(k)]
-    extra += [c.name for c in training.energy_matrix(k).columns]
-    return (*COLUMNS[:-1], *extra, COLUMNS[-1])
-
 
 RUN_FILES = ("metrics.csv", "summary.json", "energy.png", "config.json", checkpoint.SUBDIR)
 
@@ -75,17 +59,17 @@ class RunWriter:
         out: Path,
         molecule: Molecule,
         config: config_lib.Config,
+        eigenstates,
         *,
         resume_step: int | None = None,
         resuming: bool = False,
         enabled: bool = True,
     ):
         self.out, self.molecule, self.enabled = out, molecule, enabled
-        self.k = config.states
-        self.columns = columns_for(self.k)
-        self._matrix_names = [c.name for c in training.energy_matrix(self.k).columns]
-        self.energies: list[float] = []  # kept rows' energies (resumed runs)
-        self.matrix_rows: list[list[float]] = []  # several states: each row's energy matrix
+        self.eigenstates = eigenstates  # what the run solves for (psijax.eigenstates)
+        self.columns = eigenstates.columns()
+        self.energies: list[float] = []  # every row's energy, kept rows' first (resumed runs)
+        self.rows: list[dict[str, float]] = []  # every row's values, kept rows' first
         self.seconds_before = 0.0  # wall time of the kept rows
         if not enabled:
             return
@@ -98,9 +82,8 @@ class RunWriter:
                     path.unlink()
         out.mkdir(parents=True, exist_ok=True)
         kept = _read_rows(out / "metrics.csv", resume_step) if resume_step else []
-        self.energies = [float(r["energy"]) for r in kept]
-        if self.k > 1:
-            self.matrix_rows = [[float(r[n]) for n in self._matrix_names] for r in kept]
+        self.rows = [{k: _float(v) for k, v in r.items() if k != "step"} for r in kept]
+        self.energies = [r["energy"] for r in self.rows]
         if kept:
             self.seconds_before = _float(kept[-1].get("seconds"))
         text = io.StringIO()
@@ -114,17 +97,11 @@ class RunWriter:
 
     def row(self, step: int, metrics: dict[str, float], seconds: float) -> None:
         self.energies.append(metrics["energy"])
-        if self.k > 1:
-            self.matrix_rows.append([metrics[n] for n in self._matrix_names])
+        self.rows.append(metrics)
         if not self.enabled:
             return
         values = {"step": step, "seconds": round(self.seconds_before + seconds, 3), **metrics}
         self._csv.writerow([values.get(c, "") for c in self.columns])
-
-    @property
-    def matrices(self) -> np.ndarray:
-        """Several states: every row's energy matrix ``[rows, K, K]`` (resumed rows too)."""
-        return np.asarray(self.matrix_rows, np.float64).reshape(-1, self.k, self.k)
 
     def flush(self) -> None:
         """Make every row so far durable (called before each checkpoint)."""
@@ -149,7 +126,7 @@ class RunWriter:
         self.close()
         if not self.enabled:
             return
-        exact = self.molecule.exact_energy
+        exact = self.eigenstates.exact(self.molecule)
         summary: dict[str, Any] = {
             "system": config.system,
             "formula": " ".join(self.molecule.symbols),
@@ -180,15 +157,10 @@ class RunWriter:
                  "excitation_energy": e.mean - states[0].mean}
                 for i, e in enumerate(states)
             ]  # fmt: skip
-            summary["exact"] = summary["error_vs_exact"] = None
         atomic_write(self.out / "summary.json", json.dumps(summary, indent=2))
-        if states is None:
-            plot_energy(self.out / "energy.png", energies, exact, est, config.system)
-        else:
-            from psijax.statistics import states as analysis
-
-            per_step = analysis.per_step_energies(self.matrices)
-            plot_states(self.out / "energy.png", per_step, states, config.system)
+        self.eigenstates.plot(
+            self.out / "energy.png", energies, exact, est, states, self.rows, config.system
+        )
 
 
 def _read_rows(path: Path, before: int) -> list[dict[str, str]]:

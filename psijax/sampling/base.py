@@ -1,10 +1,11 @@
 """The sampler behind one interface: burn-in, pretraining, training and evaluation all
 move walkers through ``Sampler.step``.
 
-A sampler owns its adaptive state (for Metropolis the proposal width, kept in
-``TrainState.width`` so that checkpoints keep their layout) and hands back statistics
-(``acceptance``) for the metrics. Another sampler is one class with ``init``/``step``;
-the steps that use it do not change.
+A sampler owns its adaptive state, any pytree of arrays (for Metropolis the proposal
+width), which training, evaluation, checkpoints and ``psijax.load`` carry as it is
+(``TrainState.sampler``), and hands back statistics (``acceptance``) for the metrics.
+Another sampler is one class with ``init``/``step``/``width`` and one registry entry; the
+steps that use it do not change.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def values_of(log_abs: BatchLogAbs) -> BatchLogAbs:
 
 class Sampler(Protocol):
     def init(self, dtype=jnp.float32) -> PyTree:
-        """The adaptive state before any move."""
+        """The adaptive state before any move: any pytree of arrays."""
+
+    def width(self, state: PyTree) -> Array:
+        """The proposal's scale in bohr (a scalar) in ``state``: the metrics' ``width``."""
 
     def step(
         self, key: Array, log_abs: BatchLogAbs, walkers: Walkers, log_abs_walkers: Array,

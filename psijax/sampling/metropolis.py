@@ -44,6 +44,9 @@ class Metropolis:
     def init(self, dtype=jnp.float32) -> Array:
         return jnp.asarray(self.initial_width, dtype)
 
+    def width(self, state) -> Array:
+        return state
+
     def merge(self, states):
         """The width after equal groups of walkers moved, from each group's adapted one:
         their geometric mean, the width the whole batch's acceptance gives

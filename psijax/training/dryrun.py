@@ -16,7 +16,6 @@ from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.rundir import checkpoint, train_files
 from psijax.system import ecp, scf
-from psijax.training import pretrain_states
 from psijax.training.state import abstract_train_state
 
 
@@ -39,8 +38,8 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     molecule.to_pyscf(config.basis)  # an unknown basis fails here
-    if config.states > 1 and config.pretrain_steps:
-        pretrain_states.check_basis(molecule, config.states, config.basis)
+    eigenstates = registry.eigenstates(config)
+    eigenstates.check(molecule, config)
     out = Path(config.out)
     if resume:
         latest = None
@@ -56,21 +55,13 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     net = registry.ansatz(molecule, config)
     operator = registry.laplacian(config.laplacian, molecule.n_electrons)
     optimizer = registry.optimizer(config)
-    template = abstract_train_state(net, optimizer, config.walkers, net.n_electrons, mesh)
+    template = abstract_train_state(
+        net, optimizer, config.walkers, net.n_electrons, mesh,
+        sampler=registry.sampler(config, molecule),
+    )  # fmt: skip
     n_params = sum(x.size for x in jax.tree.leaves(template.params))
     hf = scf.hartree_fock(molecule, config.basis)
-    state_lines = []
-    if config.states > 1:
-        state_lines = [
-            f"states         the lowest {config.states}, as one wavefunction of "
-            f"{config.states} copies of the electrons (natural excited states)"
-        ]
-        if config.pretrain_steps:
-            targets = pretrain_states.configurations(hf, config.states, config.basis)
-            state_lines.append(
-                "pretraining    "
-                + "; ".join(f"state {i}: {what}" for i, (what, _) in enumerate(targets))
-            )
+    state_lines = eigenstates.describe(molecule, config, hf)
 
     n_dev = mesh.devices.size
     exact = molecule.exact_energy
@@ -86,7 +77,7 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         *_ecp_lines(molecule),
         *state_lines,
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
-        + (" (ground state)" if exact is not None and config.states > 1 else ""),
+        + eigenstates.exact_words * (exact is not None),
         f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "

@@ -42,7 +42,7 @@ def one_program(work: StepWork, state_template: TrainState):
     """The step as one jitted program, sharded like ``state_template``, its state donated."""
 
     def step(state: TrainState):
-        part = work.walkers(state.params, state.walkers, state.width, state.key)
+        part = work.walkers(state.params, state.walkers, state.sampler, state.key)
         return work.finish(state, (part,))
 
     shardings = parallel.state_shardings(work.mesh, state_template)
@@ -82,7 +82,7 @@ class ThreadGroups:
 
     def lower(self, state: TrainState) -> _Lowered:
         options = cpu_codegen.compiler_options()
-        args = (state.params, state.walkers, state.width, state.key, jnp.int32(0))
+        args = (state.params, state.walkers, state.sampler, state.key, jnp.int32(0))
         group = jax.jit(self._group(), compiler_options=options).lower(*args)
         parts = (group.out_info,) * self.k  # the groups' outputs, without tracing again
         shardings = parallel.state_shardings(self.work.mesh, self.state_template)
@@ -129,7 +129,7 @@ class _Compiled:
         # Inputs that are still being computed (the last step's) would queue each group's
         # call to run after them, one after the other; ready inputs run a program on the
         # thread that calls it, so the groups run at once.
-        args = jax.block_until_ready((state.params, state.walkers, state.width, state.key))
+        args = jax.block_until_ready((state.params, state.walkers, state.sampler, state.key))
         run = lambda g: jax.block_until_ready(self.group(*args, g))
         others = [self._pool.submit(run, g) for g in self._indices[1:]]
         parts = [run(self._indices[0])] + [f.result() for f in others]

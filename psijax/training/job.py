@@ -24,16 +24,13 @@ from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, system
 from psijax.ansatz import Ansatz
 from psijax.errors import InputError
-from psijax.estimators import training as estimators_lib
 from psijax.run.compile_cache import use_compilation_cache
 from psijax.run.context import RunFiles, running
 from psijax.run.progress import Progress
 from psijax.rundir import checkpoint, train_files
 from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule, tail_estimate
-from psijax.statistics import states as state_stats
 from psijax.system import ecp
-from psijax.training import pretrain_states
 from psijax.training.start import launch
 from psijax.training.state import abstract_train_state
 from psijax.training.step import StepConfig, make_step
@@ -119,9 +116,10 @@ def train(
     parts = _build(job)
     show = Progress(
         job.config.steps, enabled=progress and job.lead, exact=parts.exact,
-        eval_fraction=job.config.eval_fraction, states=job.config.states,
+        eval_fraction=job.config.eval_fraction, label=parts.eigenstates.progress_label,
+        leading=parts.eigenstates.progress_columns(),
     )  # fmt: skip
-    show.note(_header(job.molecule, job.config, parts.template, job.mesh))
+    show.note(_header(job, parts))
     show.note(parts.net.describe())
     state = _restored(job, parts, show)
     start = 0 if state is None else int(parallel.to_host(state.step))
@@ -129,17 +127,19 @@ def train(
     files = RunFiles(out, f"training run in {str(out)!r}", f"psijax train --resume {out}",
                      config.keep_checkpoints, config.stall_timeout)  # fmt: skip
     make_writer = lambda: train_files.RunWriter(
-        out, job.molecule, config, resume_step=start, resuming=resume, enabled=job.lead
-    )
+        out, job.molecule, config, parts.eigenstates, resume_step=start, resuming=resume,
+        enabled=job.lead,
+    )  # fmt: skip
     # every input is checked; from here on files are written
     with running(files, start, make_writer, show, lead=job.lead) as run:
+        show.follow(run.writer.energies)  # the running estimate includes a resumed run's rows
         step, state = launch(
             _step_builder(job, parts), step_config(config), state, show, run.watch,
             net=parts.net, optimizer=parts.optimizer, sampler=parts.sampler,
             molecule=job.molecule, config=config, mesh=job.mesh, template=parts.template,
         )  # fmt: skip
         loop = run.loop(
-            step, config.steps, _recorder(job, run.writer, show, on_step, started),
+            step, config.steps, _recorder(job, parts, run.writer, show, on_step, started),
             identity=parts.identity, every_steps=config.checkpoint_every,
             every_minutes=config.checkpoint_minutes, max_rejected=config.max_rejected,
             converged=_stop_rule(config, run.writer.energies),
@@ -170,6 +170,7 @@ class _Parts:
     """What the run is made of: the wavefunction, its local energy, the optimiser, the
     sampler, the state's layout, its checkpoints' identity and its metrics."""
 
+    eigenstates: object  # what the run solves for (psijax.eigenstates)
     net: Ansatz
     local_energy: object
     optimizer: object
@@ -188,8 +189,7 @@ def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
     parallel.check_walkers(config.walkers, mesh)
     if config.pretrain_steps:
         molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
-        if config.states > 1:
-            pretrain_states.check_basis(molecule, config.states, config.basis)
+    registry.eigenstates(config).check(molecule, config)
     out = Path(config.out)
     if not resume:
         parallel.check_on_lead(lambda: train_files.check_new(out, force))
@@ -198,17 +198,22 @@ def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
 
 def _build(job: _Job) -> _Parts:
     config, molecule = job.config, job.molecule
+    eigenstates = registry.eigenstates(config)
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
+    sampler = registry.sampler(config, molecule)
     return _Parts(
+        eigenstates=eigenstates,
         net=net,
-        local_energy=hamiltonian.for_config(molecule, config).local_energy(net),
+        local_energy=eigenstates.local_energy(hamiltonian.for_config(molecule, config), net),
         optimizer=optimizer,
-        sampler=registry.sampler(config, molecule),
-        template=abstract_train_state(net, optimizer, config.walkers, net.n_electrons, job.mesh),
+        sampler=sampler,
+        template=abstract_train_state(
+            net, optimizer, config.walkers, net.n_electrons, job.mesh, sampler=sampler
+        ),
         identity=checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config)),
-        estimators=estimators_lib.for_states(config.states),
-        exact=molecule.exact_energy if config.states == 1 else None,
+        estimators=eigenstates.estimators(),
+        exact=eigenstates.exact(molecule),
     )
 
 
@@ -238,13 +243,11 @@ def _step_builder(job: _Job, parts: _Parts):
     )  # fmt: skip
 
 
-def _recorder(job: _Job, writer, show: Progress, on_step: OnStep | None, started: float):
+def _recorder(job: _Job, parts: _Parts, writer, show, on_step: OnStep | None, started: float):
     """What the run does with each step's metrics: a row, the progress line, ``on_step``."""
-    k = job.config.states
 
     def on_metrics(i: int, m: dict[str, float]) -> None:
-        if k > 1:
-            m = m | state_stats.step_energies(m, k)
+        m = parts.eigenstates.with_states(m)  # each state's energy, for several
         writer.row(i, m, time.perf_counter() - started)
         show.step(i, m)
         if on_step is not None and job.lead:
@@ -263,9 +266,8 @@ def _summarise(job: _Job, parts: _Parts, writer, loop, state, show, started) -> 
     if finite.size < 2:
         raise InputError("fewer than two finite energies; run more steps")
     estimate = tail_estimate(finite, config.eval_fraction)
-    per_state = None
-    if config.states > 1:
-        per_state = state_stats.tail(writer.matrices, config.eval_fraction)
+    per_state = parts.eigenstates.tail(writer.rows, config.eval_fraction)
+    if per_state is not None:
         show.note("states: " + "  ".join(f"E{i} = {e} Ha" for i, e in enumerate(per_state)))
     seconds = time.perf_counter() - started
     writer.finish(
@@ -290,8 +292,9 @@ def _stop_rule(config: config_lib.Config, energies: list[float]):
     return converged
 
 
-def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh) -> str:
+def _header(job: _Job, parts: _Parts) -> str:
     """The job in one line: molecule, electrons per spin, parameters, walkers, devices."""
+    molecule, config, template, mesh = job.molecule, job.config, parts.template, job.mesh
     n_params = sum(x.size for x in jax.tree.leaves(template.params))
     devices = mesh.devices.size
     kind = jax.devices()[0].platform
@@ -300,7 +303,7 @@ def _header(molecule: system.Molecule, config: config_lib.Config, template, mesh
         f"{molecule.n_down} down), {n_params:,} parameters, {config.walkers} walkers on "
         f"{devices} {kind} device{'s' * (devices != 1)}"
         + (f"; ECP {ecp.describe(molecule.symbols, molecule.ecp)}" if molecule.ecp else "")
-        + (f"; the lowest {config.states} states" if config.states > 1 else "")
+        + parts.eigenstates.header
     )
 
 

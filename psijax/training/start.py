@@ -21,14 +21,14 @@ import jax
 import jax.numpy as jnp
 
 from psijax import config as config_lib
-from psijax import parallel, sampling
+from psijax import parallel, registry, sampling
 from psijax.parallel import cpu_codegen
 from psijax.parallel.batching import map_walkers
 from psijax.run.progress import Progress
 from psijax.run.watch import StepWatch
 from psijax.sampling import burn_in
 from psijax.system import ecp, scf
-from psijax.training import memory, pretrain, pretrain_states
+from psijax.training import memory, pretrain
 from psijax.training.state import train_state
 from psijax.types import TrainState
 
@@ -137,11 +137,11 @@ def fresh_state(
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 5)
     params = net.init(keys[0], jnp.float32)
     params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
-    copies = config.states  # K copies of the electrons per walker with several states
+    copies = registry.eigenstates(config).n_states  # K copies of the electrons per walker
     walkers = sampling.init_walkers(keys[1], molecule, config.walkers * copies)
     walkers = walkers.reshape(config.walkers, copies * molecule.n_electrons, 3)
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
-    width, log_abs = sampler.init(jnp.float32), None
+    sampler_state, log_abs = sampler.init(jnp.float32), None
     if watch is not None:
         watch.disarm("compiling the burn-in")  # compiling is not a step
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -165,13 +165,20 @@ def fresh_state(
             show.note(f"burn-in ({scaled}{own} steps of {config.mcmc_moves} MCMC moves)")
             if watch is not None:
                 watch.arm("burn-in", counted=False)
-            walkers, log_abs, width = burn.result()(params, keys[3], walkers, width)
+            walkers, log_abs, sampler_state = burn.result()(params, keys[3], walkers, sampler_state)
             if watch is not None:
                 jax.block_until_ready(walkers)  # it ran within the bound, or the watch spoke
     if watch is not None:
         watch.disarm("compiling the training step")
     return train_state(
-        net, optimizer, params, walkers, keys[4], width=width, log_abs=log_abs, mesh=mesh
+        net,
+        optimizer,
+        params,
+        walkers,
+        keys[4],
+        sampler_state=sampler_state,
+        log_abs=log_abs,
+        mesh=mesh,
     )
 
 
@@ -181,7 +188,6 @@ def _pretrained(net, params, molecule, walkers, config, show, watch, key, ready)
     if not config.pretrain_steps:
         ready()
         return params, walkers
-    copies = config.states
     t0 = time.perf_counter()
     hf = _from_lead(scf.hartree_fock(molecule, config.basis))
     basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
@@ -202,18 +208,10 @@ def _pretrained(net, params, molecule, walkers, config, show, watch, key, ready)
         callback=lambda i, loss: show.pretrain(i, loss),
         on_chunk=_pretraining_beat(watch),
     )  # fmt: skip
-    if copies == 1:
-        params, walkers, losses = pretrain.pretrain(
-            key, net, params, molecule, walkers, basis=config.basis, hf=hf,
-            ready=ready, **settings,
-        )  # fmt: skip
-        losses = [losses]
-    else:
-        params, walkers, losses = pretrain_states.pretrain(
-            key, net, params, molecule, walkers, hf=hf, basis=config.basis,
-            note=show.note, **settings,
-        )  # fmt: skip
-        ready()  # (its programs compile as it goes: only after it)
+    params, walkers, losses = registry.eigenstates(config).pretrain(
+        key, net, params, molecule, walkers, hf=hf, basis=config.basis, ready=ready,
+        note=show.note, **settings,
+    )  # fmt: skip
     show.note(
         f"pretrained {'/'.join(str(len(x)) for x in losses)} steps, loss "
         f"{'/'.join(f'{x[-1]:.3g}' for x in losses)} ({time.perf_counter() - t0:.1f} s)"
@@ -227,16 +225,16 @@ def _leads(config) -> bool:
 
 
 def _burn_in_program(net, sampler, molecule, config, params, key, walkers):
-    """Burn-in's program, lowered: ``run(params, key, walkers, width) -> (walkers,
-    log|psi|, width)``, ``config.burn_in_steps`` steps (``burn_in_split``) by the network's
+    """Burn-in's program, lowered: ``run(params, key, walkers, sampler_state) -> (walkers,
+    log|psi|, sampler_state)``, ``config.burn_in_steps`` steps (``burn_in_split``) by the network's
     density with ``params`` (an argument: it compiles before pretraining has set them)."""
     lead = pretrain.sampler_of(config, molecule, n_moves=config.mcmc_moves)
     lead_steps, own = burn_in_split(config.burn_in_steps, _leads(config))
 
-    def run(params, key, walkers, width):
+    def run(params, key, walkers, sampler_state):
         batch_log_abs = lambda w: map_walkers(net.log_abs, params, w)
         return burn_in(
-            key, adapting(sampler), batch_log_abs, walkers, width, n_steps=own, lead=lead,
+            key, adapting(sampler), batch_log_abs, walkers, sampler_state, n_steps=own, lead=lead,
             lead_steps=lead_steps,
         )  # fmt: skip
 

@@ -60,7 +60,7 @@ def make_step(
     """The training step, sharded like ``state_template`` on ``mesh``.
 
     ``sampler`` moves the walkers (``psijax.registry.sampler``); its state is
-    ``state.width``. The optimiser gets the extra inputs it declares (``psijax.optim.base``).
+    ``state.sampler``. The optimiser gets the extra inputs it declares (``psijax.optim.base``).
     The metrics are the columns of ``estimators`` (``psijax.estimators.training``).
     """
     n = state_template.walkers.shape[0]
@@ -76,7 +76,7 @@ class Moved(NamedTuple):
 
     walkers: Array
     log_abs: Array
-    width: Any  # the sampler's state
+    sampler: Any  # the sampler's state
     moves: Any  # its statistics
     n_reset: Array
 
@@ -171,13 +171,14 @@ class StepWork:
             opt_state=keep(opt_state, state.opt_state),
             walkers=moved.walkers,
             log_abs=moved.log_abs,
-            width=moved.width,
+            sampler=moved.sampler,
             step=state.step + 1,
             key=streams(state.key, self.random)[0],
         )
         values = StepValues(
             params=new_state.params, walkers=moved.walkers, energy=stats, moves=moved.moves,
-            sampler_state=moved.width, n_reset=moved.n_reset, accepted=ok, grads=grads,
+            width=self.sampler.width(moved.sampler), n_reset=moved.n_reset, accepted=ok,
+            grads=grads,
         )  # fmt: skip
         with jax.named_scope("metrics"):
             return new_state, estimators_lib.metrics(self.estimators, values)
@@ -248,7 +249,7 @@ def _together(sampler, parts: Sequence[Walked]) -> Walked:
     together = Moved(
         walkers=cat(*(m.walkers for m in moved)),
         log_abs=cat(*(m.log_abs for m in moved)),
-        width=sampler.merge([m.width for m in moved]),
+        sampler=sampler.merge([m.sampler for m in moved]),
         moves=jax.tree.map(lambda *a: jnp.mean(jnp.stack(a)), *(m.moves for m in moved)),
         n_reset=sum(m.n_reset for m in moved),
     )
