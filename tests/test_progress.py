@@ -66,3 +66,20 @@ def test_fewer_than_16_values_are_labelled_naive_in_the_line_and_the_report():
     )
     long = running_estimate(np.linspace(-1, -1.1, 40), 1.0)
     assert describe_estimate(long) == "blocking analysis of the last 40 steps"
+
+
+def test_a_resumed_runs_estimate_includes_the_steps_before_the_resume(tmp_path, capsys):
+    """The progress line of a resumed run estimates over every step of the run (the kept
+    rows too), not only the steps since the resume."""
+    import psijax
+
+    from runs import TINY
+
+    out = str(tmp_path / "run")
+    psijax.train(**TINY, steps=20, eval_fraction=1.0, out=out, progress=False)
+    capsys.readouterr()
+    psijax.train(out=out, resume=True, steps=22)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "step 22/22" in line]
+    assert lines and "E=" in lines[-1], lines
+    # over all 22 steps: a blocking estimate (2 steps' would be labelled naive)
+    assert "naive" not in lines[-1], lines[-1]
