@@ -56,6 +56,7 @@ ANSATZES: dict[str, Entry] = {
 EIGENSTATES = (Entry("psijax.eigenstates:GroundState"), Entry("psijax.eigenstates:LowestStates"))
 OPTIMIZERS: dict[str, Entry] = {
     "spring": Entry("psijax.optim.spring:from_config", learning_rate=0.02),
+    "march": Entry("psijax.optim.march:from_config", learning_rate=0.02),
     "adam": Entry("psijax.optim.adam:from_config", learning_rate=3e-3),
 }
 LAPLACIANS: dict[str, Entry] = {

@@ -3,7 +3,11 @@ Adam and the SPRING natural gradient."""
 
 from psijax.optim.adam import adam
 from psijax.optim.base import Optimizer, needs_of
+from psijax.optim.march import MarchState, march
 from psijax.optim.schedules import inverse_decay
 from psijax.optim.spring import SpringState, spring
 
-__all__ = ["Optimizer", "SpringState", "adam", "inverse_decay", "needs_of", "spring"]
+__all__ = [
+    "MarchState", "Optimizer", "SpringState", "adam", "inverse_decay", "march", "needs_of",
+    "spring",
+]  # fmt: skip
