@@ -7,6 +7,7 @@ the user chose its size or JAX made it first."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -69,6 +70,35 @@ def test_lu_and_solve_in_pieces_are_lapacks():
     xs = np.asarray(x)
     np.testing.assert_allclose(solved, np.linalg.solve(xs, np.asarray(b)), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(grad, np.linalg.inv(xs).swapaxes(-1, -2), rtol=1e-8, atol=1e-10)
+
+
+def _batches(text: str, kernel: str) -> list[int]:
+    """The batch sizes of the LAPACK calls ``kernel`` (``getrf``, ``trsm``) in a program."""
+    lines = [line for line in text.splitlines() if f"{kernel}_ffi" in line]
+    return [int(re.search(r": \(tensor<(\d+)x", line).group(1)) for line in lines]
+
+
+@needs_splitting_jaxlib
+def test_complex_batches_count_three_times_the_flop_as_jaxlib_does():
+    """jaxlib counts a complex matrix three times (``cost_per_matrix *= 3``): 40 complex 14 x
+    14 matrices it splits, whose real flop count is below the threshold; psijax's pieces
+    must count them the same way, or the split kernels can deadlock the pool."""
+    assert 40 * 14**3 < cpu_lapack.THRESHOLD <= 3 * 40 * 14**3
+    with jax.enable_x64(True):
+        key = jax.random.key(3)
+        x = jax.random.normal(key, (40, 14, 14)) + 1j * jax.random.normal(key, (40, 14, 14))
+        lu = jax.jit(jax.lax.linalg.lu)
+        assert max(_batches(lu.lower(x).as_text(), "getrf")) < 40  # in pieces
+        factors = lu(x)[0]
+        inverse = jax.jit(jnp.linalg.inv)
+        assert max(_batches(inverse.lower(x).as_text(), "trsm")) < 40
+        inverted = inverse(x)
+        real = jax.random.normal(jax.random.key(4), (40, 14, 14))
+        assert _batches(lu.lower(real).as_text(), "getrf") == [40]  # below the threshold
+    for i in range(40):
+        want, _ = scipy.linalg.lu_factor(np.asarray(x[i]))
+        np.testing.assert_allclose(factors[i], want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(inverted, np.linalg.inv(np.asarray(x)), rtol=1e-9, atol=1e-12)
 
 
 @needs_splitting_jaxlib

@@ -103,7 +103,7 @@ def install() -> bool:
     def lu(ctx, operand, **params):
         (aval,) = ctx.avals_in
         *batch, m, n = aval.shape
-        pieces = _pieces(math.prod(batch), m * n * min(m, n))
+        pieces = _pieces(math.prod(batch), _cost(m * n * min(m, n), aval.dtype))
         if pieces == 1:
             return lapack_lu(ctx, operand, **params)
         rule = lambda x: in_pieces(linalg.lu, pieces, len(batch), x)
@@ -111,7 +111,8 @@ def install() -> bool:
 
     def triangular_solve(ctx, a, b, *, left_side, **params):
         *batch, rows, cols = ctx.avals_in[1].shape
-        pieces = _pieces(math.prod(batch), rows * cols * (rows if left_side else cols))
+        cost = _cost(rows * cols * (rows if left_side else cols), ctx.avals_in[1].dtype)
+        pieces = _pieces(math.prod(batch), cost)
         if pieces == 1:
             return lapack_solve(ctx, a, b, left_side=left_side, **params)
         solve = lambda a, b: linalg.triangular_solve(a, b, left_side=left_side, **params)
@@ -163,6 +164,14 @@ def _backends_exist() -> bool:
     if initialized is not None:
         return bool(initialized())
     return bool(getattr(xla_bridge, "_backends", None))  # older JAX: the backends dict
+
+
+def _cost(flop: int, dtype) -> int:
+    """jaxlib's estimate of a kernel's cost per matrix: its flop count, three times that for
+    complex numbers (jaxlib's ``cost_per_matrix``)."""
+    import numpy as np
+
+    return 3 * flop if np.issubdtype(dtype, np.complexfloating) else flop
 
 
 def _pieces(batch: int, cost_per_matrix: int) -> int:
