@@ -26,6 +26,7 @@ from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.parallel.batching import map_walkers
 from psijax.sampling import burn_in
+from psijax.system import sizing
 from psijax.training.job import step_config
 from psijax.training.state import train_state
 from psijax.training.step import make_step
@@ -75,6 +76,7 @@ def main() -> None:
 
 def build_named(name, system_name, molecule, mesh):
     config = config_lib.Config(system=system_name, ansatz=name)
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)

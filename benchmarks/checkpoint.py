@@ -31,6 +31,7 @@ from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, system
 from psijax.run.progress import Progress
 from psijax.rundir import checkpoint
+from psijax.system import sizing
 from psijax.training.job import fresh_state, step_config
 from psijax.training.state import abstract_train_state
 from psijax.training.step import make_step
@@ -42,6 +43,7 @@ def du(path: Path) -> int:
 
 def measure(name: str, n_steps: int) -> dict[str, float]:
     config = config_lib.Config(system=name, pretrain_steps=0, burn_in_steps=2)
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     molecule = system.resolve(name)
     mesh = parallel.make_mesh()
     net = registry.ansatz(molecule, config)

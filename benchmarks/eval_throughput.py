@@ -33,6 +33,7 @@ from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.estimators import observables
 from psijax.evaluation import step as eval_step
 from psijax.parallel.batching import map_walkers
+from psijax.system import sizing
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
@@ -46,6 +47,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = config_lib.from_dict(dict(system=args.system))
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     molecule = system.resolve(config.system)
     mesh = parallel.make_mesh(1)
     net = registry.ansatz(molecule, config)

@@ -33,6 +33,7 @@ import psijax
 from psijax import config as config_lib
 from psijax import sampling
 from psijax.parallel.batching import map_walkers
+from psijax.system import sizing
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from step_profile import compile_as_train, profile_steps, random_job, scopes_of
@@ -151,6 +152,7 @@ def measure(
     overrides: dict, steps: int, with_parts: bool, go: str | None = None, trace: int = 0
 ) -> dict:
     config = config_lib.from_dict(overrides)
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     job = random_job(config)
     state = job.state
     device = jax.devices()[0]

@@ -46,6 +46,7 @@ from psijax import config as config_lib
 from psijax import laplacian, optim, registry, system
 from psijax.ansatz import FermiNet
 from psijax.hamiltonian import kinetic_energy
+from psijax.system import sizing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tf32_emulation import tf32
@@ -133,6 +134,7 @@ def direction(opt, flat, state, jacobian, centered):
 def gram_table(gram_walkers: int) -> list[dict]:
     rows = []
     config = config_lib.Config()
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     molecule = system.for_config(config)
     net = registry.ansatz(molecule, config)  # the default network, its default precision
     params = net.init(jax.random.PRNGKey(0), jnp.float32)

@@ -26,6 +26,7 @@ from vmc_step import _cpu_name  # benchmarks/: the same machine line
 import psijax
 from psijax import config as config_lib
 from psijax import registry, sampling, system
+from psijax.system import sizing
 from psijax.system.scf import hartree_fock
 from psijax.training import pretrain as pretrain_lib
 
@@ -40,6 +41,7 @@ def main() -> None:
         parser.error(f"--steps must be at least {2 * pretrain_lib.CHUNK}: two chunks or more")
 
     config = config_lib.from_dict({"system": args.system, "seed": args.seed})
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     molecule = system.for_config(config)
     net = registry.ansatz(molecule, config)
     keys = jax.random.split(jax.random.PRNGKey(config.seed), 3)

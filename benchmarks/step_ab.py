@@ -31,6 +31,7 @@ from vmc_step import _cpu_name  # benchmarks/: the same machine line
 import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.system import sizing
 from psijax.training.job import step_config
 from psijax.training.state import train_state
 from psijax.training.step import make_step
@@ -44,6 +45,7 @@ def _build(base: dict, pairs: list[str]):
     overrides = _overrides(pairs)
     groups = overrides.pop("groups", None)  # the step's walker groups, not a config key
     config = config_lib.from_dict({**base, **overrides})
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     molecule = system.resolve(config.system, charge=config.charge, spin=config.spin,
                               unit=config.unit, ecp=config.ecp)  # fmt: skip
     mesh = parallel.make_mesh(config.devices)

@@ -33,6 +33,7 @@ import psijax
 from psijax import config as config_lib
 from psijax import hamiltonian, parallel, registry, sampling, system
 from psijax.parallel import cpu_blas
+from psijax.system import sizing
 from psijax.training.state import train_state
 from psijax.training.step import StepConfig, make_step
 
@@ -196,6 +197,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = config_lib.from_dict(dict(system=args.system))
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     job = random_job(config)
     molecule, net, local_energy = job.molecule, job.net, job.local_energy
     state = job.state

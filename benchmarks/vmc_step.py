@@ -39,7 +39,7 @@ from psijax import hamiltonian, parallel, registry, sampling, system  # noqa: E4
 from psijax.optim.gradient import make_energy_loss  # noqa: E402
 from psijax.parallel.batching import map_walkers  # noqa: E402
 from psijax.sampling import burn_in  # noqa: E402
-from psijax.system import scf  # noqa: E402
+from psijax.system import scf, sizing  # noqa: E402
 from psijax.training import pretrain  # noqa: E402
 from psijax.training.state import train_state  # noqa: E402
 from psijax.training.step import StepConfig, make_step  # noqa: E402
@@ -104,6 +104,7 @@ def main() -> None:
     if args.burn_in_steps is not None:
         overrides["burn_in_steps"] = args.burn_in_steps
     config = config_lib.from_dict(overrides)
+    config = sizing.for_system(config)  # walkers by the molecule, as a run
     load_start = os.getloadavg()
     rows: list[tuple[str, str]] = []
 

@@ -36,10 +36,6 @@ ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
 MAX_STATES = 16  # the step costs K^2 ansatz evaluations per walker
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
-# The default walkers: all-electron runs, and runs with effective core potentials, whose
-# energy needs more walkers per step to see the core region (docs/benchmarks.md,
-# "C: walkers per step").
-WALKERS, ECP_WALKERS = 256, 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +50,7 @@ class Config:
     ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
     steps: int = 1500
-    walkers: int | None = None  # None: WALKERS, or ECP_WALKERS with ECPs (set on creation)
+    walkers: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
     burn_in_steps: int = 10  # the last 10 with the run's sampler (psijax.training.start)
@@ -104,9 +100,9 @@ class Config:
     stall_timeout: float = 120.0
 
     def __post_init__(self) -> None:
-        if self.walkers is None:  # resolved at once: a run's config.json holds the number
-            object.__setattr__(self, "walkers", ECP_WALKERS if self.ecp else WALKERS)
-        _positive(self, "steps", "walkers", "determinants", "mcmc_moves", "decay_steps")
+        _positive(self, "steps", "determinants", "mcmc_moves", "decay_steps")
+        if self.walkers is not None:  # None: a job sizes it (a run's config.json holds it)
+            _positive(self, "walkers")
         if self.steps < 2:  # refused before minutes of compiling, not after the run
             raise InputError(
                 f"steps={self.steps}: the energy's error bar needs at least 2 training steps; "

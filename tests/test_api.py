@@ -33,7 +33,7 @@ def test_every_config_field_is_a_flag_with_its_default_in_the_help():
         action = by_dest[field.name]
         assert action.option_strings == [flags.flag_of(field.name)]
         assert "(default: " in action.help
-    assert "{spring,adam}" in train.format_help()
+    assert "{spring,march,adam}" in train.format_help()
 
 
 def test_flags_parse_into_the_same_values_as_a_config_file():
@@ -51,14 +51,23 @@ def test_flags_parse_into_the_same_values_as_a_config_file():
     assert json_layers.layers == ((16, 4), (8, 2))
 
 
-def test_walkers_default_to_more_with_effective_core_potentials(tmp_path):
-    assert config_lib.Config().walkers == config_lib.WALKERS
-    assert config_lib.Config(ecp="ccecp").walkers == config_lib.ECP_WALKERS
-    assert make_config(system="C 0 0 0", spin=2, ecp="ccecp").walkers == config_lib.ECP_WALKERS
-    assert make_config(system="C 0 0 0", spin=2, ecp="ccecp", walkers=64).walkers == 64
+def test_walkers_are_sized_by_the_heaviest_nucleus_and_by_effective_core_potentials(tmp_path):
+    from psijax import system
+    from psijax.system import sizing
+
+    assert config_lib.Config().walkers is None  # left to the molecule until a job sizes it
+    sized = lambda **given: sizing.for_system(make_config(**given)).walkers
+    assert sized(system="H2") == sized(system="LiH") == sized(system="Li") == 256
+    assert sized(system="Be") == sized(system="B") == 512
+    assert sized(system="C") == sized(system="N2") == 1024
+    assert sized(system="Li 0 0 0; H 0 0 3.015") == 256  # by the nuclei, not by the name
+    assert sized(system="C 0 0 0", spin=2, ecp="ccecp") == sizing.ECP_WALKERS
+    assert sized(system="C 0 0 0", spin=2, ecp="ccecp", walkers=64) == 64
+    assert sized(system="Be", walkers=128) == 128  # given: kept
     config_file = tmp_path / "c.toml"
     config_file.write_text('[system]\nsystem = "C 0 0 0"\nspin = 2\necp = "ccecp"\n')
-    assert config_lib.load(config_file).walkers == config_lib.ECP_WALKERS
+    assert sizing.for_system(config_lib.load(config_file)).walkers == sizing.ECP_WALKERS
+    assert sizing.walkers_for(system.preset("Ne")) == 1024
     # a saved run keeps the number it wrote, whatever today's default
     saved = config_lib.to_dict(config_lib.Config(ecp="ccecp", walkers=256))
     (tmp_path / "config.json").write_text(json.dumps(saved))

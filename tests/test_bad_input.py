@@ -234,7 +234,7 @@ CASES = [
          "give a whole number from 0 to"),
     # ---------------------------------------------------------------------- named choices
     Case("unknown-optimizer", flags("--optimizer", "kfac"), "optimizer='kfac' is unknown",
-         "use one of spring, adam"),
+         "use one of spring, march, adam"),
     Case("unknown-laplacian", flags("--laplacian", "magic"), "laplacian='magic' is unknown",
          "use one of default"),
     Case("config-key-in-another-section", lambda tmp: ["--config", "sec.toml"],

@@ -21,6 +21,7 @@ from typing import Any
 
 from psijax import config as config_lib
 from psijax import registry
+from psijax.system import sizing
 
 HELP = {
     "system": "preset (H2, LiH, N2, ...), atom string 'Li 0 0 0; H 0 0 3.015' or .xyz path",
@@ -91,7 +92,7 @@ UNSET = {
         f"{e.learning_rate:g} for {name}" for name, e in registry.OPTIMIZERS.items()
     ),
     "chunk_size": "automatic",
-    "walkers": f"{config_lib.WALKERS}, or {config_lib.ECP_WALKERS} with --ecp",
+    "walkers": sizing.describe(),
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",

@@ -15,7 +15,7 @@ import jax
 from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.rundir import checkpoint, train_files
-from psijax.system import ecp, scf
+from psijax.system import ecp, scf, sizing
 from psijax.training.state import abstract_train_state
 
 
@@ -35,6 +35,7 @@ def config_text(config: config_lib.Config) -> str:
 def describe(config: config_lib.Config, *, force: bool = False, resume: bool = False) -> str:
     """Everything a run of ``config`` would check, checked; the job in words."""
     molecule = system.for_config(config)
+    config = sizing.sized(config, molecule)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     molecule.to_pyscf(config.basis)  # an unknown basis fails here

@@ -30,7 +30,7 @@ from psijax.run.progress import Progress
 from psijax.rundir import checkpoint, train_files
 from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule, tail_estimate
-from psijax.system import ecp
+from psijax.system import ecp, sizing
 from psijax.training.start import launch
 from psijax.training.state import abstract_train_state
 from psijax.training.step import StepConfig, make_step
@@ -185,6 +185,7 @@ def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
     """The molecule and devices of ``config``, every input checked before a file is written."""
     use_compilation_cache(config.compilation_cache)
     molecule = system.for_config(config)
+    config = sizing.sized(config, molecule)  # what it leaves to the molecule (walkers)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
     if config.pretrain_steps:

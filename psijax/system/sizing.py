@@ -1,0 +1,56 @@
+"""Defaults that scale with the molecule: how many walkers a step samples.
+
+A config leaves ``walkers`` unset (None) unless the user gives it; a job sizes it from the
+molecule before anything runs (``sized``), and the run's config.json, its checkpoints'
+identity and ``--dry-run`` hold the number. The local energy's variance comes from the
+electrons near the heaviest nucleus (their kinetic and potential energies grow as Z^2),
+and SPRING's natural gradient is estimated from the step's walkers: below some number of
+walkers per step a run plateaus above the exact energy however long it trains (Be at 256
+walkers: +1.1 to +1.7 mHa after 1500 and after 3000 steps; B +5.8 and +8.1 mHa, C +9.8 and
++12.6 mHa after 1500; with 512 walkers Be +0.5 to +0.6 mHa and B +1.9 mHa;
+docs/benchmarks.md, "How accurate, how fast"). Atoms with effective core potentials sample
+the core region of every ECP nucleus and take 1024 (docs/benchmarks.md, "C: walkers per
+step").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from psijax.config import Config
+from psijax.system.molecule import Molecule
+
+# (the heaviest nuclear charge up to which, walkers per step), all-electron runs
+WALKERS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 256), (5, 512), (float("inf"), 1024))
+ECP_WALKERS = 1024  # any atom with an effective core potential
+
+
+def walkers_for(molecule: Molecule) -> int:
+    """Walkers per step for ``molecule`` (module docstring)."""
+    if molecule.ecp:
+        return ECP_WALKERS
+    heaviest = max(molecule.charges)
+    return next(n for charge, n in WALKERS_BY_CHARGE if heaviest <= charge)
+
+
+def sized(config: Config, molecule: Molecule) -> Config:
+    """``config`` with every field it leaves to the molecule set from ``molecule``."""
+    if config.walkers is not None:
+        return config
+    return dataclasses.replace(config, walkers=walkers_for(molecule))
+
+
+def describe() -> str:
+    """The rule in words (``--help``)."""
+    parts = [
+        f"{n} for heavier nuclei" if charge == float("inf") else f"{n} up to Z = {int(charge)}"
+        for charge, n in WALKERS_BY_CHARGE
+    ]
+    return f"by the heaviest nucleus: {', '.join(parts)}; {ECP_WALKERS} with --ecp"
+
+
+def for_system(config: Config) -> Config:
+    """``sized`` for ``config``'s own system (read from ``config``)."""
+    from psijax.system.parse import for_config
+
+    return sized(config, for_config(config))
