@@ -11,6 +11,12 @@ and crashed (an exception), with the largest error seen.
 
     python benchmarks/laplacian_matrix.py --networks 20             # full product
     python benchmarks/laplacian_matrix.py --networks 300 --cells 6  # wide sample
+    python benchmarks/laplacian_matrix.py --networks 10 --complex   # complex-valued log psi
+
+With ``--complex`` the networks are complex-valued (plane waves with a twist, complex
+orbital weights, complex slogdet/det/logsumexp, a phase term) and each cell checks the
+complex kinetic energies, the values and the gradient of a real function of both against
+the dense Hessians of the real and imaginary parts (``laplacian_cells.DenseParts``).
 
 Exit status 1 if any cell failed or crashed.
 """
@@ -47,25 +53,30 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=10_000, help="first network seed")
     parser.add_argument("--cells", type=int, default=None, help="random cells per network")
     parser.add_argument("--walkers", type=int, default=16)
+    parser.add_argument("--complex", action="store_true", help="complex-valued networks")
+    parser.add_argument("--max-electrons", type=int, default=5)
+    parser.add_argument("--max-layers", type=int, default=3)
     args = parser.parse_args()
+    bounds = {"max_electrons": args.max_electrons, "max_layers": args.max_layers}
 
     import folx
 
     print(
         f"# Laplacian matrix: python {platform.python_version()}, jax {jax.__version__}, "
         f"folx {folx.__version__}, {platform.machine()} {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.1f}; tolerance {RTOL:g} of each output's largest entry"
+        f"load {os.getloadavg()[0]:.1f}; tolerance {RTOL:g} of each output's largest entry; "
+        f"{'complex' if args.complex else 'real'}-valued networks, {bounds}"
     )
     rng = np.random.default_rng(args.seed)
     tally: dict = collections.defaultdict(lambda: [0, 0, 0, 0.0])  # pass, fail, crash, max
     failures = []
     start = time.perf_counter()
     for seed in range(args.seed, args.seed + args.networks):
-        spec = seeded_spec(seed)
+        spec = seeded_spec(seed, complex_valued=args.complex, **bounds)
         net = Network(spec)
         params = net.init(jax.random.PRNGKey(seed))
         w = walkers(net, params, args.walkers, seed)
-        ref = reference(net.log_abs, params, w)
+        ref = reference(net.log_psi, params, w)
         cells = CELLS
         if args.cells is not None:
             cells = [CELLS[i] for i in rng.choice(len(CELLS), args.cells, replace=False)]
@@ -73,7 +84,7 @@ def main() -> int:
         for op, batching, context, mode in cells:
             row = tally[(op, context)]
             try:
-                out = run(net.log_abs, OPERATORS[op], batching, context, mode, params, w)
+                out = run(net.log_psi, OPERATORS[op], batching, context, mode, params, w)
                 err = error(out, ref, mode)
             except Exception as exc:  # a crash is a result here
                 row[2] += 1

@@ -16,6 +16,11 @@ benchmarks/laplacian_matrix.py (long runs).
   ``jax.shard_map`` over the 4 devices, Auto mesh, under ``set_mesh``);
 - mode: ``value`` (per-walker kinetic energies) or ``grad`` (also the gradient of
   their mean with respect to every parameter, through the Laplacian).
+
+A complex-valued function (log psi of a complex network) gives per walker its complex
+kinetic energy ``-1/2 (lap + sum(grad * grad))`` and its value, and the gradient is that
+of a real function of both (``real_loss``); the reference is then ``DenseParts``, the
+dense Hessians of its real and imaginary parts taken apart.
 """
 
 from __future__ import annotations
@@ -63,17 +68,32 @@ CI_GROUPS = [
     or (mode == "grad" and batching == "map_walkers/3" and context in SHARDED)
     or (mode == "value" and batching == "vmap" and context == "shard_map")
 ]
+# The complex-valued networks' selection in CI (tests/test_laplacian_complex.py): the
+# gradient (which checks the value too) of the user's vmap with no mesh, on an Explicit mesh
+# and inside shard_map, and of psijax's chunks inside shard_map; the value-only program of
+# the user's vmap on an Auto mesh and of psijax's map_walkers on an Explicit mesh (where it
+# enters shard_map). benchmarks/laplacian_matrix.py --complex runs every cell.
+COMPLEX_CI_GROUPS = [
+    ("vmap", "none", "grad"),
+    ("vmap", "auto", "value"),
+    ("vmap", "explicit", "grad"),
+    ("vmap", "shard_map", "grad"),
+    ("map_walkers/3", "shard_map", "grad"),
+    ("map_walkers", "explicit", "value"),
+]
 N_WALKERS = 16
 N_DEVICES = min(4, jax.device_count())  # the four fake CPU devices; one on a single GPU
 AXIS = "walkers"
 
 
-def kinetic(log_abs: Callable, op, batching: str, params, walkers) -> jax.Array:
-    """-1/2 (lap + |grad|^2) of log|psi| for every walker, batched as ``batching`` says."""
+def kinetic(log_abs: Callable, op, batching: str, params, walkers):
+    """-1/2 (lap + |grad|^2) of log|psi| for every walker, batched as ``batching`` says;
+    for a complex log psi, -1/2 (lap + sum(grad * grad)) and log psi itself."""
 
     def one(p, x):
-        _, g, lap = op(functools.partial(log_abs, p))(x)
-        return -0.5 * (lap + jnp.sum(g**2))
+        value, g, lap = op(functools.partial(log_abs, p))(x)
+        energy = -0.5 * (lap + jnp.sum(g**2))
+        return (energy, value) if jnp.iscomplexobj(value) else energy
 
     if batching == "vmap":
         return jax.vmap(one, in_axes=(None, 0))(params, walkers)
@@ -91,7 +111,7 @@ def program(log_abs: Callable, op, batching: str, mode: str, axis: str | None):
 
     def loss(params, walkers):
         k = energies(params, walkers)
-        mean = jnp.mean(k)
+        mean = real_loss(k)
         return (mean if axis is None else jax.lax.pmean(mean, axis)), k
 
     def fn(params, walkers):
@@ -119,9 +139,40 @@ def run(log_abs: Callable, op, batching: str, context: str, mode: str, params, w
         return jax.device_get(jax.jit(fn)(params, walkers))
 
 
+def real_loss(k) -> jax.Array:
+    """The real function of a cell's outputs whose gradient it checks: the mean kinetic
+    energy; for a complex function, a sum of the means of the real and imaginary parts of
+    its kinetic energies and values, each with its own weight."""
+    if not isinstance(k, tuple):
+        return jnp.mean(k)
+    energy, value = k
+    parts = (jnp.real(energy), jnp.imag(energy), jnp.real(value), jnp.imag(value))
+    return sum(w * jnp.mean(part) for w, part in zip((1.0, 0.5, 0.25, 0.125), parts, strict=True))
+
+
+class DenseParts:
+    """The reference for a complex-valued function: ``op(f)(x)`` with the gradient and the
+    Laplacian of ``Re f`` and of ``Im f``, each from its own dense Hessian (``jax.hessian``),
+    independent of psijax's operators."""
+
+    def __call__(self, f: Callable) -> Callable:
+        def apply(x):
+            flat = x.reshape(-1)
+            parts = [lambda y, p=p: p(f(y.reshape(x.shape))) for p in (jnp.real, jnp.imag)]
+            grads = [jax.grad(part)(flat) for part in parts]
+            laps = [jnp.trace(jax.hessian(part)(flat)) for part in parts]
+            grad = jax.lax.complex(*grads).reshape(x.shape)
+            return f(x), grad, jax.lax.complex(*laps)
+
+        return apply
+
+
 def reference(log_abs: Callable, params, walkers):
-    """(kinetic energies, d mean / d params) from the dense Hessian, no mesh."""
-    return run(log_abs, OPERATORS["hessian"], "vmap", "none", "grad", params, walkers)
+    """(kinetic energies, d mean / d params) from the dense Hessian, no mesh; of the real
+    and imaginary parts apart (``DenseParts``) for a complex-valued function."""
+    complex_valued = jnp.iscomplexobj(jax.eval_shape(log_abs, params, walkers[0]))
+    op = DenseParts() if complex_valued else OPERATORS["hessian"]
+    return run(log_abs, op, "vmap", "none", "grad", params, walkers)
 
 
 # Every method is exact arithmetic up to rounding; what differs is the order of the

@@ -19,6 +19,16 @@ What the grammar covers (what real wavefunctions contain):
 - one or several determinants, full (N x N) or per spin, with signed weights
   combined by a signed log-sum-exp;
 - a parameterised Jastrow factor (electron-electron Pade, electron-nucleus).
+
+Complex-valued networks (``draw_spec(..., complex_valued=True)``; ``log_psi`` is then
+complex, ``log_abs`` its real part), of the kind periodic systems with a twist need:
+- complex orbitals: plane waves ``exp(i (k + twist) . r)`` times the real orbitals (exp
+  of imaginary arguments), complex orbital weights (a complex matmul), or both;
+- the determinants combined by a complex ``slogdet`` and a signed log-sum-exp, by a
+  complex ``det`` and the log of their sum, or by a complex ``logsumexp`` of
+  ``log det``; complex determinant weights ``|w| exp(i theta)`` with signed weights;
+- a complex phase term ``i sum(c sin(r))``.
+Every parameter stays real.
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ EXTRAS = ("abs", "sqrt", "log", "exp", "where", "maximum", "max", "sign", "param
           "int_mask", "bool_mask")  # fmt: skip
 ENVELOPES = ("nucleus_orbital", "orbital", "none")
 JASTROWS = ("none", "pade", "nuclear")
+COMPLEX_ORBITALS = ("none", "twist", "matmul", "both")  # "none": a real network
+COMBINES = ("slogdet", "det", "logsumexp")
+TWIST = (0.31, -0.17, 0.23)  # a twist vector (1/bohr) added to every orbital's wave vector
 NUCLEI = ((0.0, 0.0, 0.0), (0.0, 0.0, 1.6), (1.2, -0.4, 0.3))
 
 Chooser = Callable[[str, Sequence[Any]], Any]
@@ -57,10 +70,17 @@ class Spec:
     full_det: bool
     signed_weights: bool
     jastrow: str
+    complex_orbitals: str = "none"
+    combine: str = "slogdet"
+    phase: bool = False
 
     @property
     def n_electrons(self) -> int:
         return self.n_up + self.n_down
+
+    @property
+    def complex_valued(self) -> bool:
+        return self.complex_orbitals != "none"
 
     def __str__(self) -> str:
         det = "full" if self.full_det else "spin"
@@ -69,20 +89,29 @@ class Spec:
             f"w{self.width} {self.activation} +[{','.join(self.extras)}] env={self.envelope} "
             f"{self.n_determinants}x{det}det{'±' if self.signed_weights else ''} "
             f"jastrow={self.jastrow}"
+            + (
+                f" complex={self.complex_orbitals}/{self.combine}{'+phase' if self.phase else ''}"
+                if self.complex_valued
+                else ""
+            )
         )
 
 
-def draw_spec(choose: Chooser, max_electrons: int = 5, max_layers: int = 3) -> Spec:
+def draw_spec(
+    choose: Chooser, max_electrons: int = 5, max_layers: int = 3, complex_valued: bool = False
+) -> Spec:
     """A network spec; ``choose(name, options)`` picks one of ``options``.
 
     ``max_electrons`` and ``max_layers`` bound the size (compile time grows with both).
+    ``complex_valued`` draws a complex-valued network (its parts are drawn after the
+    real ones, so the real networks of a seed are those drawn without it).
     """
     n_up = choose("n_up", tuple(range(min(3, max_electrons) + 1)))
     down = range(1 if n_up == 0 else 0, min(2, max_electrons - n_up) + 1)
     n_down = choose("n_down", tuple(down))
     n_layers = choose("n_layers", tuple(range(1, max_layers + 1)))
     n_extras = choose("n_extras", (0, 1, 2, 3))
-    return Spec(
+    spec = Spec(
         n_up=n_up,
         n_down=n_down,
         n_atoms=choose("n_atoms", (1, 2, 3)),
@@ -96,9 +125,18 @@ def draw_spec(choose: Chooser, max_electrons: int = 5, max_layers: int = 3) -> S
         signed_weights=choose("signed_weights", (True, False)),
         jastrow=choose("jastrow", JASTROWS),
     )
+    if not complex_valued:
+        return spec
+    return dataclasses.replace(
+        spec,
+        complex_orbitals=choose("complex_orbitals", COMPLEX_ORBITALS[1:]),
+        combine=choose("combine", COMBINES),
+        phase=choose("phase", (True, False)),
+    )
 
 
 def seeded_spec(seed: int, **bounds: int) -> Spec:
+    """``draw_spec`` with a seeded chooser; ``bounds`` are its keyword arguments."""
     rng = np.random.default_rng(seed)
     return draw_spec(lambda _, options: options[int(rng.integers(len(options)))], **bounds)
 
@@ -168,14 +206,41 @@ class Network:
         weights = jnp.abs(normal(k)) + 0.5
         params["det_weights"] = weights.at[-1].multiply(-1.0) if k > 1 else weights
         params["jastrow"] = {"a": normal(1, scale=0.3), "b": normal(1), "c": normal(m, scale=0.3)}
+        if s.complex_valued:  # drawn after the real parameters: those stay as they were
+            for block in blocks.values():
+                n_orb = block["w"].shape[1]
+                block["w_imag"] = normal(w, n_orb, scale=1 / math.sqrt(w))
+                block["k"] = normal(3, n_orb, scale=0.5)  # wave vectors, 1/bohr
+            params["det_phases"] = normal(k)
+            params["phase"] = normal(3, scale=0.3)
         return params
 
     # ----------------------------------------------------------------- apply
     def log_abs(self, params: dict, r: jax.Array) -> jax.Array:
+        """log|psi| for one walker."""
+        if self.spec.complex_valued:
+            return jnp.real(self.log_psi(params, r))
         return self.apply(params, r)[1]
 
+    def log_psi(self, params: dict, r: jax.Array) -> jax.Array:
+        """log psi for one walker: log|psi| for a real network, complex for a complex one."""
+        if not self.spec.complex_valued:
+            return self.log_abs(params, r)
+        h, r_ae = self._features(params, r)
+        log_psi = self._complex_determinants(params, h, r, r_ae)
+        log_psi = log_psi + self._jastrow(params["jastrow"], r, r_ae)
+        if self.spec.phase:
+            log_psi = log_psi + 1j * jnp.sum(params["phase"] * jnp.sin(r))
+        return log_psi
+
     def apply(self, params: dict, r: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(sign, log|psi|) for one walker."""
+        """(sign, log|psi|) for one walker of a real network."""
+        h, r_ae = self._features(params, r)
+        sign, log_abs = self._determinants(params, h, r_ae)
+        return sign, log_abs + self._jastrow(params["jastrow"], r, r_ae)
+
+    def _features(self, params: dict, r: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(per-electron features [n, width], electron-nucleus distances [n, atoms])."""
         s = self.spec
         nuclei = jnp.asarray(self.nuclei, r.dtype)
         n = s.n_electrons
@@ -186,9 +251,7 @@ class Network:
         h = act(x @ params["inputs"]["w"])
         for kind, p in zip(s.layers, params["layers"], strict=True):
             h = self._layer(kind, p, h, r, act)
-        h = self._extras(params["extras"], h, r)
-        sign, log_abs = self._determinants(params, h, r_ae)
-        return sign, log_abs + self._jastrow(params["jastrow"], r, r_ae)
+        return self._extras(params["extras"], h, r), r_ae
 
     def _layer(self, kind: str, p: dict, h: jax.Array, r: jax.Array, act: Callable) -> jax.Array:
         s = self.spec
@@ -251,7 +314,8 @@ class Network:
                 h = jnp.where((r[:, :1] > 0.0) & (h > -5.0), h, 1.1 * h)
         return h
 
-    def _determinants(self, params: dict, h: jax.Array, r_ae: jax.Array):
+    def _orbitals(self, params: dict, h: jax.Array, r: jax.Array, r_ae: jax.Array) -> list:
+        """The orbital matrices [determinants, electrons, orbitals]: one (full) or per spin."""
         s = self.spec
         k = s.n_determinants
         blocks = []
@@ -260,7 +324,13 @@ class Network:
                 continue
             p = params["orbitals"][spin]
             sl = slice(start, start + count)
-            phi = h[sl] @ p["w"]  # [count, k * orbitals]
+            if s.complex_orbitals in ("matmul", "both"):  # a complex matmul
+                phi = h[sl] @ jax.lax.complex(p["w"], p["w_imag"])
+            else:
+                phi = h[sl] @ p["w"]  # [count, k * orbitals]
+            if s.complex_orbitals in ("twist", "both"):  # plane waves with a twist
+                k_vectors = p["k"] + jnp.asarray(TWIST, r.dtype)[:, None]
+                phi = phi * jnp.exp(1j * (r[sl] @ k_vectors))
             if s.envelope == "nucleus_orbital":
                 env = jnp.einsum(
                     "imo,mo->io", jnp.exp(-r_ae[sl][:, :, None] * jnp.abs(p["sigma"])), p["pi"]
@@ -270,7 +340,12 @@ class Network:
                 nearest = jnp.min(r_ae[sl], axis=-1, keepdims=True)
                 phi = phi * jnp.exp(-jnp.abs(p["sigma_o"]) * nearest)
             blocks.append(jnp.transpose(phi.reshape(count, k, -1), (1, 0, 2)))
-        mats = [jnp.concatenate(blocks, axis=1)] if s.full_det else blocks
+        return [jnp.concatenate(blocks, axis=1)] if s.full_det else blocks
+
+    def _determinants(self, params: dict, h: jax.Array, r_ae: jax.Array):
+        s = self.spec
+        k = s.n_determinants
+        mats = self._orbitals(params, h, None, r_ae)
         sign, log_abs = None, None
         for mat in mats:
             sm, lm = jnp.linalg.slogdet(mat)
@@ -285,6 +360,29 @@ class Network:
         shift = jax.lax.stop_gradient(jnp.max(log_abs))
         total = jnp.sum(sign * jnp.exp(log_abs - shift))
         return jnp.sign(total), jnp.log(jnp.abs(total)) + shift
+
+    def _complex_determinants(
+        self, params: dict, h: jax.Array, r: jax.Array, r_ae: jax.Array
+    ) -> jax.Array:
+        """log sum_k w_k prod det(orbitals), complex, by the spec's ``combine``."""
+        s = self.spec
+        mats = self._orbitals(params, h, r, r_ae)
+        weights = jnp.ones(s.n_determinants, r.dtype)
+        if s.signed_weights:  # complex weights |w| exp(i theta)
+            weights = params["det_weights"] * jnp.exp(1j * params["det_phases"])
+        if s.combine == "det":
+            dets = weights
+            for mat in mats:
+                dets = dets * jnp.linalg.det(mat)
+            return jnp.log(jnp.sum(dets))
+        sign, log_abs = weights, jnp.zeros(s.n_determinants, r.dtype)
+        for mat in mats:
+            sm, lm = jnp.linalg.slogdet(mat)
+            sign, log_abs = sign * sm, log_abs + lm
+        if s.combine == "logsumexp":
+            return jax.nn.logsumexp(jnp.log(sign) + log_abs)
+        shift = jax.lax.stop_gradient(jnp.max(log_abs))
+        return jnp.log(jnp.sum(sign * jnp.exp(log_abs - shift))) + shift
 
     def _jastrow(self, p: dict, r: jax.Array, r_ae: jax.Array) -> jax.Array:
         s = self.spec

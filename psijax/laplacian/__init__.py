@@ -3,7 +3,8 @@
 An operator ``op`` turns ``f: x -> ()`` into ``op(f): x -> (f(x), grad f(x), lap f(x))``
 with shapes ``()``, ``x.shape``, ``()``. Parameters are closed over
 (``functools.partial(log_psi, params)``), so ``jax.grad`` with respect to them works
-through every operator.
+through every operator. ``f`` may be complex-valued (``x`` must be real): the gradient
+and Laplacian are then those of ``Re f`` plus ``i`` times those of ``Im f``.
 
 Every operator is correct and differentiable, for any function built from JAX
 primitives, with no mesh, under ``jit`` with walkers sharded on an Auto mesh, on
@@ -26,14 +27,6 @@ class LaplacianOperator(Protocol):
     """``op(f)(x) -> (f(x), grad_f(x), lap_f(x))`` for one walker ``x``."""
 
     def __call__(self, f: ScalarFn) -> Callable[[Array], Derivatives]: ...
-
-
-OPERATORS: dict[str, type] = {
-    "forward": Forward,
-    "forward-sparse": ForwardSparse,
-    "loop": Loop,
-    "hessian": Hessian,
-}
 
 
 SPARSE_FROM = 9  # electrons from which default_operator tracks sparsity

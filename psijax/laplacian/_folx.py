@@ -24,6 +24,7 @@ folx never evaluates anything eagerly, and every equation it binds is well typed
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -38,7 +39,7 @@ from folx.wrapped_functions import get_laplacian
 
 from psijax import precision
 from psijax.errors import UnsupportedError
-from psijax.laplacian import _folx_indices, _host_eval
+from psijax.laplacian import _folx_complex, _folx_indices, _host_eval
 from psijax.types import Array, ScalarFn
 
 Literal = jax.extend.core.Literal
@@ -60,11 +61,13 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
     walker_part = _walker_part(closed, flat)
     state = init_forward_laplacian_state(flat, sparsity=sparsity_threshold > 0, weights=1.0)
     try:
-        # folx's sparse index sets in numpy while it traces: no XLA program per set
+        # folx's sparse index sets in numpy while it traces: no XLA program per set;
+        # its slogdet with the parameter derivative of a complex determinant's sign
         with (
             _dense_fallbacks_said_once(),
             precision.scope(precision.of_jaxpr(closed)),
             _folx_indices.active(),
+            _folx_complex.active(),
         ):
             (out,) = eval_jaxpr_with_forward_laplacian(
                 walker_part.jaxpr, walker_part.consts, *state,
@@ -76,7 +79,8 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
             "function; use laplacian.Forward() (dense) or laplacian.Loop() for it"
         ) from None
     if not isinstance(out, FwdLaplArray):  # f does not depend on x
-        return out, jnp.zeros_like(x), jnp.zeros_like(out)
+        grad = jnp.zeros_like(x)
+        return out, grad.astype(out.dtype) if jnp.iscomplexobj(out) else grad, jnp.zeros_like(out)
     return out.x, out.jacobian.dense_array.reshape(x.shape), out.laplacian
 
 
@@ -123,6 +127,10 @@ def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:
                 out = _both_branches(eqn, invals, flags)
             elif name == "dot_general":
                 out = _split_dot(eqn, invals, producers)
+            elif name == "custom_jvp_call" and any(
+                split := _folx_complex.walker_complex(invals, flags)
+            ):
+                out = _folx_complex.on_real_parts(functools.partial(_bind, eqn), invals, split)
             else:
                 out = _bind(eqn, invals)
             if any(flags):

@@ -66,15 +66,23 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
 
 
 def _convert(x, *, new_dtype, **_):
-    """Integers and booleans to any type, floats to floats, rounded as XLA rounds; None for
-    floats to integers, where XLA saturates and numpy does not."""
-    if np.issubdtype(x.dtype, np.floating) and not np.issubdtype(new_dtype, np.floating):
+    """Integers and booleans to any type, floats to floats and complex numbers, complex to
+    complex, rounded as XLA rounds; None for floats to integers, where XLA saturates and
+    numpy does not, and for complex numbers to real ones (numpy warns)."""
+    if np.issubdtype(x.dtype, np.floating) and not np.issubdtype(new_dtype, np.inexact):
+        return None
+    if np.issubdtype(x.dtype, np.complexfloating) and not np.issubdtype(
+        new_dtype, np.complexfloating
+    ):
         return None
     return x.astype(new_dtype)
 
 
 def _mul(x, y, *, out_dtype=None):
-    return x * y if out_dtype is None else None
+    """A product; None for complex numbers (several operations, which XLA may fuse)."""
+    if out_dtype is not None or np.iscomplexobj(x) or np.iscomplexobj(y):
+        return None
+    return x * y
 
 
 def _select_n(which, *cases):

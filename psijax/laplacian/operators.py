@@ -5,7 +5,10 @@ walker ``x``. The context handling is shared (``_Operator.__call__``): on a mesh
 with Explicit axes the computation runs with those axes switched to Auto
 (``_explicit``); inside ``shard_map`` each operator keeps JAX's varying-axes types
 consistent itself (``Loop`` casts its tangents, the forward operators trace on the
-varying walker, ``_folx``).
+varying walker, ``_folx``). A complex-valued ``f`` gets a complex gradient and Laplacian:
+``Hessian`` and ``Loop`` differentiate ``[Re f, Im f]``, which JAX's reverse mode takes,
+and the forward operators carry complex values (``_folx_complex``); a complex ``x`` is
+refused.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from psijax.errors import UnsupportedError
 from psijax.laplacian._explicit import Derivatives, on_auto_axes
 from psijax.laplacian._folx import forward_laplacian
 from psijax.parallel.vma import like_varying
@@ -28,6 +32,13 @@ class _Operator(abc.ABC):
 
     def __call__(self, f: ScalarFn) -> Callable[[Array], Derivatives]:
         def apply(x: Array) -> Derivatives:
+            if jnp.iscomplexobj(x):
+                raise UnsupportedError(
+                    f"laplacian.{type(self).__name__}() differentiates with respect to a real "
+                    f"input and got a {jnp.result_type(x)} one; pass the real and imaginary "
+                    "parts of a complex input as one real array (the function's value may "
+                    "be complex)"
+                )
             return on_auto_axes(self._apply, f, x)
 
         return apply
@@ -42,6 +53,15 @@ class Hessian(_Operator):
 
     def _apply(self, f: ScalarFn, x: Array) -> Derivatives:
         flat_f = _flat(f, x.shape)
+        if jnp.iscomplexobj(jax.eval_shape(f, x)):  # Re f and Im f, in the same passes
+
+            def gradients(y: Array) -> tuple[Array, Array]:
+                grad = jax.jacrev(_real_parts(flat_f))(y)  # [2, d]
+                return grad, grad
+
+            hessians, grad = jax.jacfwd(gradients, has_aux=True)(x.reshape(-1))
+            lap = jnp.trace(hessians, axis1=-2, axis2=-1)
+            return f(x), _as_complex(grad).reshape(x.shape), _as_complex(lap)
         value, grad = jax.value_and_grad(flat_f)(x.reshape(-1))
         lap = jnp.trace(jax.hessian(flat_f)(x.reshape(-1)))
         return value, grad.reshape(x.shape), lap
@@ -52,24 +72,32 @@ class Loop(_Operator):
     """FermiNet-style: one Hessian-vector product per coordinate in a ``fori_loop``.
 
     Memory of one backward pass; time ~3N gradient evaluations. ``jax.linearize``
-    shares the primal work of the gradient across the loop.
+    shares the primal work of the gradient across the loop. A complex-valued ``f`` is
+    differentiated as its real and imaginary parts, both in the same passes.
     """
 
     def _apply(self, f: ScalarFn, x: Array) -> Derivatives:
         flat_f = _flat(f, x.shape)
         flat = x.reshape(-1)
         value = f(x)
-        grad, hvp = jax.linearize(jax.grad(flat_f), flat)
+        if jnp.iscomplexobj(value):  # the gradients of Re f and Im f, [2, d]
+            grad, hvp = jax.linearize(jax.jacrev(_real_parts(flat_f)), flat)
+            column = lambda m, i: m[:, i]
+        else:
+            grad, hvp = jax.linearize(jax.grad(flat_f), flat)
+            column = lambda v, i: v[i]
         eye = jnp.eye(flat.size, dtype=flat.dtype)
 
         def body(i: Array, acc: Array) -> Array:
             # The tangent must vary over the same mesh axes as the primal
             # inside shard_map, or linearize rejects it (compatibility.md #2).
             tangent = like_varying(eye[i], flat)
-            return acc + hvp(tangent)[i]
+            return acc + column(hvp(tangent), i)
 
-        zero = like_varying(jnp.zeros((), x.dtype), flat)
+        zero = like_varying(jnp.zeros(grad.shape[:-1], x.dtype), flat)
         lap = jax.lax.fori_loop(0, flat.size, body, like_varying(zero, value))
+        if grad.ndim == 2:
+            grad, lap = _as_complex(grad), _as_complex(lap)
         return value, grad.reshape(x.shape), lap
 
 
@@ -107,3 +135,18 @@ class ForwardSparse(_Operator):
 
 def _flat(f: ScalarFn, shape: tuple[int, ...]) -> Callable[[Array], Array]:
     return lambda flat: f(flat.reshape(shape))
+
+
+def _real_parts(f: Callable[[Array], Array]) -> Callable[[Array], Array]:
+    """``x -> [Re f(x), Im f(x)]``: a real function, which JAX's reverse mode takes."""
+
+    def parts(x: Array) -> Array:
+        z = f(x)
+        return jnp.stack([jnp.real(z), jnp.imag(z)])
+
+    return parts
+
+
+def _as_complex(parts: Array) -> Array:
+    """``[re, im, ...] -> re + i im``."""
+    return jax.lax.complex(parts[0], parts[1])
