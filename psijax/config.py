@@ -49,7 +49,7 @@ class Config:
     ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
     ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
     basis: str = "sto-6g"  # for Hartree-Fock pretraining
-    steps: int = 1500
+    steps: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     walkers: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
     pretrain_max_steps: int | None = None  # None: 10 x pretrain_steps
@@ -100,10 +100,11 @@ class Config:
     stall_timeout: float = 120.0
 
     def __post_init__(self) -> None:
-        _positive(self, "steps", "determinants", "mcmc_moves", "decay_steps")
-        if self.walkers is not None:  # None: a job sizes it (a run's config.json holds it)
-            _positive(self, "walkers")
-        if self.steps < 2:  # refused before minutes of compiling, not after the run
+        _positive(self, "determinants", "mcmc_moves", "decay_steps")
+        for sized in ("walkers", "steps"):  # None: a job sizes it (config.json holds it)
+            if getattr(self, sized) is not None:
+                _positive(self, sized)
+        if self.steps is not None and self.steps < 2:  # refused before minutes of compiling
             raise InputError(
                 f"steps={self.steps}: the energy's error bar needs at least 2 training steps; "
                 "give --steps 2 or more"
@@ -325,6 +326,10 @@ def to_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+# Examples for the fields a job sizes from the molecule (their default is None)
+_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512}
+
+
 def _coerce(key: str, value: Any) -> Any:
     default = getattr(Config(), key)
     if key == "layers":
@@ -340,8 +345,9 @@ def _coerce(key: str, value: Any) -> Any:
         raise InputError(f"{key} cannot be empty; give a value like {default!r}")
     want = type(default) if default is not None else _optional_type(key)
     wrong = f"{key}={value!r} has the wrong type; give a {_TYPE_NAMES.get(want, want.__name__)}"
-    if default is not None:
-        wrong += f" like {default!r}"
+    example = default if default is not None else _SIZED_EXAMPLES.get(key)
+    if example is not None:
+        wrong += f" like {example!r}"
     if want is bool:
         if isinstance(value, bool):
             return value

@@ -74,6 +74,18 @@ def test_walkers_are_sized_by_the_heaviest_nucleus_and_by_effective_core_potenti
     assert config_lib.load_saved(tmp_path / "config.json").walkers == 256
 
 
+def test_steps_are_sized_by_the_electrons_that_move():
+    from psijax.system import sizing
+
+    assert config_lib.Config().steps is None  # left to the molecule until a job sizes it
+    steps = lambda **given: sizing.for_system(make_config(**given)).steps
+    assert steps(system="H2") == steps(system="LiH") == steps(system="Be") == 1500
+    assert steps(system="B") == steps(system="C") == steps(system="N2") == 3000
+    assert steps(system="C 0 0 0", spin=2, ecp="ccecp") == 1500  # four valence electrons
+    assert steps(system="B", steps=200) == 200  # given: kept
+    assert "3000" in sizing.describe_steps()
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
@@ -113,7 +125,9 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     # the printed config is a config file that gives back the same run
     config_part = out.split("\n\n")[0]
     values = tomllib.loads(config_part)
-    assert config_lib.from_dict(values) == make_config(system="H2", layers=((8, 4),), walkers=64)
+    # (with the steps sized from the molecule: H2 takes 1500)
+    expected = make_config(system="H2", layers=((8, 4),), walkers=64, steps=1500)
+    assert config_lib.from_dict(values) == expected
 
 
 def test_config_sections_mean_the_same_run_as_flat_keys(tmp_path):

@@ -93,6 +93,7 @@ UNSET = {
     ),
     "chunk_size": "automatic",
     "walkers": sizing.describe(),
+    "steps": sizing.describe_steps(),
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",

@@ -1,4 +1,5 @@
-"""Defaults that scale with the molecule: how many walkers a step samples.
+"""Defaults that scale with the molecule: how many walkers a step samples, and how many
+steps a run takes.
 
 A config leaves ``walkers`` unset (None) unless the user gives it; a job sizes it from the
 molecule before anything runs (``sized``), and the run's config.json, its checkpoints'
@@ -8,9 +9,14 @@ and SPRING's natural gradient is estimated from the step's walkers: below some n
 walkers per step a run plateaus above the exact energy however long it trains (Be at 256
 walkers: +1.1 to +1.7 mHa after 1500 and after 3000 steps; B +5.8 and +8.1 mHa, C +9.8 and
 +12.6 mHa after 1500; with 512 walkers Be +0.5 to +0.6 mHa and B +1.9 mHa;
-docs/benchmarks.md, "How accurate, how fast"). Atoms with effective core potentials sample
+docs/accuracy.md). Atoms with effective core potentials sample
 the core region of every ECP nucleus and take 1024 (docs/benchmarks.md, "C: walkers per
 step").
+
+Steps: up to four electrons (valence electrons with an ECP) 1500 steps reach chemical
+accuracy (H2, LiH, Li, Be; C with ccECP at 1024 walkers); B, five electrons at 512 walkers,
+was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 mHa after 3000, so from five
+electrons a run takes 3000 (docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from psijax.system.molecule import Molecule
 # (the heaviest nuclear charge up to which, walkers per step), all-electron runs
 WALKERS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 256), (5, 512), (float("inf"), 1024))
 ECP_WALKERS = 1024  # any atom with an effective core potential
+# (the electron count up to which, training steps)
+STEPS_BY_ELECTRONS: tuple[tuple[float, int], ...] = ((4, 1500), (float("inf"), 3000))
 
 
 def walkers_for(molecule: Molecule) -> int:
@@ -33,15 +41,29 @@ def walkers_for(molecule: Molecule) -> int:
     return next(n for charge, n in WALKERS_BY_CHARGE if heaviest <= charge)
 
 
+def steps_for(molecule: Molecule) -> int:
+    """Training steps for ``molecule`` (module docstring)."""
+    return next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
+
+
 def sized(config: Config, molecule: Molecule) -> Config:
     """``config`` with every field it leaves to the molecule set from ``molecule``."""
-    if config.walkers is not None:
-        return config
-    return dataclasses.replace(config, walkers=walkers_for(molecule))
+    walkers = walkers_for(molecule) if config.walkers is None else config.walkers
+    steps = steps_for(molecule) if config.steps is None else config.steps
+    return dataclasses.replace(config, walkers=walkers, steps=steps)
+
+
+def describe_steps() -> str:
+    """The steps rule in words (``--help``)."""
+    parts = [
+        f"{n} from more electrons" if count == float("inf") else f"{n} up to {int(count)} electrons"
+        for count, n in STEPS_BY_ELECTRONS
+    ]
+    return f"by the electrons (valence ones with --ecp): {', '.join(parts)}"
 
 
 def describe() -> str:
-    """The rule in words (``--help``)."""
+    """The walkers rule in words (``--help``)."""
     parts = [
         f"{n} for heavier nuclei" if charge == float("inf") else f"{n} up to Z = {int(charge)}"
         for charge, n in WALKERS_BY_CHARGE
