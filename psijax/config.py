@@ -48,7 +48,7 @@ class Config:
     ecp_quadrature: int = 12  # points of the nonlocal ECP term's quadrature on the sphere
     ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
     ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
-    basis: str = "sto-6g"  # for Hartree-Fock pretraining
+    basis: str | None = None  # Hartree-Fock pretraining; None: sized (psijax.system.sizing)
     steps: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     walkers: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
@@ -151,7 +151,7 @@ class Config:
             raise InputError(
                 f"seed={self.seed} is out of range; give a whole number from 0 to {MAX_SEED}"
             )
-        if not self.basis.strip():
+        if self.basis is not None and not self.basis.strip():
             raise InputError("basis is empty; give a basis name such as sto-6g or cc-pvdz")
         if self.ecp_quadrature not in ECP_QUADRATURES:
             raise InputError(
@@ -327,7 +327,7 @@ def to_dict(config: Config) -> dict[str, Any]:
 
 
 # Examples for the fields a job sizes from the molecule (their default is None)
-_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512}
+_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz"}
 
 
 def _coerce(key: str, value: Any) -> Any:

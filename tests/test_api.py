@@ -86,6 +86,18 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert "3000" in sizing.describe_steps()
 
 
+def test_several_states_pretrain_on_a_basis_with_diffuse_functions():
+    from psijax.system import sizing
+
+    assert config_lib.Config().basis is None  # left to the job until it sizes it
+    basis = lambda **given: sizing.for_system(make_config(**given)).basis
+    assert basis(system="He") == basis(system="LiH") == "sto-6g"
+    assert basis(system="He", states=3) == basis(system="LiH", states=2) == "aug-cc-pvdz"
+    assert basis(system="He", states=3, basis="cc-pvdz") == "cc-pvdz"  # given: kept
+    # an ECP atom keeps its ECP's own basis, which an all-electron one would contradict
+    assert basis(system="C 0 0 0", spin=2, ecp="ccecp", states=2) == "sto-6g"
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
@@ -125,8 +137,9 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     # the printed config is a config file that gives back the same run
     config_part = out.split("\n\n")[0]
     values = tomllib.loads(config_part)
-    # (with the steps sized from the molecule: H2 takes 1500)
-    expected = make_config(system="H2", layers=((8, 4),), walkers=64, steps=1500)
+    # (with what a job sizes from the molecule: H2 takes 1500 steps and STO-6G)
+    sized = dict(steps=1500, basis="sto-6g")
+    expected = make_config(system="H2", layers=((8, 4),), walkers=64, **sized)
     assert config_lib.from_dict(values) == expected
 
 

@@ -94,6 +94,7 @@ UNSET = {
     "chunk_size": "automatic",
     "walkers": sizing.describe(),
     "steps": sizing.describe_steps(),
+    "basis": sizing.describe_basis(),
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",

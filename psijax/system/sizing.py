@@ -15,8 +15,14 @@ step").
 
 Steps: up to four electrons (valence electrons with an ECP) 1500 steps reach chemical
 accuracy (H2, LiH, Li, Be; C with ccECP at 1024 walkers); B, five electrons at 512 walkers,
-was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 mHa after 3000, so from five
+was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 and +1.2 after 3000, so from five
 electrons a run takes 3000 (docs/accuracy.md).
+
+Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
+ECP atom on its ECP's own basis, ``psijax.system.ecp.basis_for``); several states
+(``--states K``) pretrain on the K lowest configurations of a basis with diffuse functions,
+aug-cc-pVDZ: STO-6G gives He a single configuration, and He's 2 3S state ended 1.63 mHa
+above exact after pretraining on cc-pVDZ against 0.16 mHa on aug-cc-pVDZ (3000 steps).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from psijax.config import Config
+from psijax.system.ecp import DEFAULT_BASIS
 from psijax.system.molecule import Molecule
 
 # (the heaviest nuclear charge up to which, walkers per step), all-electron runs
@@ -31,6 +38,7 @@ WALKERS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 256), (5, 512), (float("
 ECP_WALKERS = 1024  # any atom with an effective core potential
 # (the electron count up to which, training steps)
 STEPS_BY_ELECTRONS: tuple[tuple[float, int], ...] = ((4, 1500), (float("inf"), 3000))
+STATES_BASIS = "aug-cc-pvdz"  # pretraining basis of several states, all-electron
 
 
 def walkers_for(molecule: Molecule) -> int:
@@ -50,7 +58,15 @@ def sized(config: Config, molecule: Molecule) -> Config:
     """``config`` with every field it leaves to the molecule set from ``molecule``."""
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule) if config.steps is None else config.steps
-    return dataclasses.replace(config, walkers=walkers, steps=steps)
+    basis = basis_for(molecule, config.states) if config.basis is None else config.basis
+    return dataclasses.replace(config, walkers=walkers, steps=steps, basis=basis)
+
+
+def basis_for(molecule: Molecule, states: int) -> str:
+    """The pretraining basis for ``states`` states of ``molecule`` (module docstring)."""
+    if states == 1 or molecule.ecp:
+        return DEFAULT_BASIS
+    return STATES_BASIS
 
 
 def describe_steps() -> str:
@@ -60,6 +76,11 @@ def describe_steps() -> str:
         for count, n in STEPS_BY_ELECTRONS
     ]
     return f"by the electrons (valence ones with --ecp): {', '.join(parts)}"
+
+
+def describe_basis() -> str:
+    """The basis rule in words (``--help``)."""
+    return f"{DEFAULT_BASIS}; {STATES_BASIS} with --states 2 or more (all-electron)"
 
 
 def describe() -> str:
