@@ -49,6 +49,9 @@ class Config:
     ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
     ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
     basis: str | None = None  # Hartree-Fock pretraining; None: sized (psijax.system.sizing)
+    # a run directory whose wavefunction starts this run instead of pretraining (the same
+    # network and atoms, the nuclei moved: psijax.training.warm)
+    init_from: str | None = None
     steps: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     walkers: int | None = None  # None: sized from the molecule (psijax.system.sizing)
     pretrain_steps: int = 50  # at least; more while the orbitals are off by > 0.7%, up to:
@@ -193,7 +196,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
         "jacobian_blocks", "gram_precision",
     ),
-    "pretraining": ("pretrain_steps", "pretrain_max_steps", "basis"),
+    "pretraining": ("pretrain_steps", "pretrain_max_steps", "basis", "init_from"),
     "run": (
         "steps", "target_error", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
         "checkpoint_minutes", "keep_checkpoints", "max_rejected",
@@ -218,7 +221,7 @@ ADDED_LATER = {
     "ansatz": "ferminet", "attention_layers": 2, "attention_heads": 4,
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
-    "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0,
+    "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
 }  # fmt: skip
 
 

@@ -26,10 +26,9 @@ from psijax import hamiltonian, parallel, registry, system
 from psijax.errors import InputError
 from psijax.estimators import observables
 from psijax.parallel.batching import map_walkers
-from psijax.rundir import checkpoint, train_files
 from psijax.runtime import configure
 from psijax.sampling import burn_in
-from psijax.training.state import abstract_train_state
+from psijax.training import saved
 from psijax.types import Array, Params, Psi, PyTree, Walkers
 
 
@@ -149,60 +148,22 @@ def _local_values_fn(wf: Wavefunction, names: tuple[str, ...]):
     return jax.jit(lambda params, r, keys: map_walkers(public, params, (r, keys)))
 
 
-def check_run(run: str | Path) -> Path:
-    """``run`` as a path to a training run with a checkpoint, or ``InputError``."""
-    path = Path(run)
-    if not path.is_dir():
-        raise InputError(f"{str(path)!r} is not a directory; give a run directory (--out of train)")
-    if not (path / "config.json").is_file():
-        raise InputError(
-            f"{str(path)!r} holds no psijax run (no config.json); give the --out of a training run"
-        )
-    steps = [
-        p.name for p in (path / checkpoint.SUBDIR).glob("*") if p.is_dir() and p.name.isdigit()
-    ]
-    if not steps:
-        raise InputError(
-            f"{str(path)!r} has no checkpoint yet (checkpoints/ is empty or missing); train "
-            "it until one is written, or resume it with psijax train --resume"
-        )
-    return path
-
-
 def load(run: str | Path, *, devices: int | None = None, mesh: Mesh | None = None) -> Wavefunction:
     """The wavefunction of the newest checkpoint in ``run`` on ``devices`` local devices
     (all by default) or on ``mesh``. Raises ``InputError`` for anything but a run with a
     readable checkpoint."""
     configure()
-    path = check_run(run)
-    config = train_files.read_config(path)
-    molecule = system.for_config(config)
     mesh = mesh if mesh is not None else parallel.make_mesh(devices)
-    net = registry.ansatz(molecule, config)
-    template = abstract_train_state(
-        net, registry.optimizer(config), config.walkers, net.n_electrons, mesh,
-        sampler=registry.sampler(config, molecule),
-    )  # fmt: skip
-    if config.walkers % mesh.devices.size:  # restore the walkers whole on every device
-        rep = parallel.replicated(mesh)
-        retype = lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rep)
-        template = template._replace(
-            walkers=retype(template.walkers), log_abs=retype(template.log_abs)
-        )
-    identity = checkpoint.identity_of(molecule.fingerprint(), config_lib.identity(config))
-    reader = checkpoint.Checkpoints(path, read_only=True)
-    try:
-        state = reader.restore(template, identity)
-    finally:
-        reader.close()
+    found = saved.restore(run, mesh)
+    state = found.state
     return Wavefunction(
-        molecule=molecule,
-        config=config,
+        molecule=found.molecule,
+        config=found.config,
         params=state.params,
-        network=net,
+        network=found.net,
         mesh=mesh,
         walkers=state.walkers,
         sampler_state=state.sampler,
         step=int(np.asarray(parallel.to_host(state.step))),
-        run=path,
+        run=found.path,
     )

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from psijax.evaluation.job import evaluate
     from psijax.rundir.report import format_summary
-    from psijax.wavefunction import check_run
+    from psijax.training.saved import check_run
 
     settings.EvalSettings.make(  # bad numbers fail before JAX starts
         args.steps, args.walkers, args.burn_in_steps, args.target_error, args.observables,

@@ -38,6 +38,8 @@ HELP = {
     "basis": "basis for Hartree-Fock pretraining",
     "steps": "training steps (at least 2: the energy's error bar needs two)",
     "walkers": "walkers (a multiple of the device count)",
+    "init_from": "a run directory whose wavefunction (parameters and walkers) starts this run "
+    "instead of pretraining: the same network and atoms, the nuclei may have moved",
     "pretrain_steps": "Hartree-Fock pretraining steps at least (0: none); from 50 on, more "
     "while the network's orbitals are off Hartree-Fock's by more than 0.7% (root mean square)",
     "pretrain_max_steps": "the most pretraining steps (default 10 x --pretrain-steps; "
@@ -98,6 +100,7 @@ UNSET = {
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",
+    "init_from": "none: initial parameters pretrained on Hartree-Fock",
 }
 CHOICES = {**config_lib.CHOICES, "unit": ("bohr", "angstrom")}
 

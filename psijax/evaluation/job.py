@@ -42,7 +42,8 @@ from psijax.rundir import checkpoint, eval_files, lock, report
 from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule
 from psijax.training import memory
-from psijax.wavefunction import Wavefunction, check_run, load
+from psijax.training.saved import check_run
+from psijax.wavefunction import Wavefunction, load
 
 EVAL_DIR = "eval"
 REJECTION = Rejection(

@@ -16,6 +16,7 @@ from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.rundir import checkpoint, train_files
 from psijax.system import ecp, scf, sizing
+from psijax.training import warm
 from psijax.training.state import abstract_train_state
 
 
@@ -41,6 +42,8 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     molecule.to_pyscf(config.basis)  # an unknown basis fails here
     eigenstates = registry.eigenstates(config)
     eigenstates.check(molecule, config)
+    if config.init_from:
+        warm.check(config.init_from, molecule, config)
     out = Path(config.out)
     if resume:
         latest = None
@@ -83,6 +86,8 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
+        *[f"start          from the wavefunction of {config.init_from} (no pretraining)"]
+        * bool(config.init_from),
         f"hartree-fock   UHF/{ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)}"
         f" E = {hf.energy:.6f} Ha" + ("" if hf.converged else " (not converged)"),
         f"output         {out}: {where}",

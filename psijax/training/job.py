@@ -31,6 +31,7 @@ from psijax.rundir import checkpoint, train_files
 from psijax.runtime import configure
 from psijax.statistics import Estimate, StopRule, tail_estimate
 from psijax.system import ecp, sizing
+from psijax.training import warm
 from psijax.training.start import launch
 from psijax.training.state import abstract_train_state
 from psijax.training.step import StepConfig, make_step
@@ -191,6 +192,8 @@ def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
     if config.pretrain_steps:
         molecule.to_pyscf(config.basis)  # an unknown basis fails now, before any file is written
     registry.eigenstates(config).check(molecule, config)
+    if config.init_from:  # a run whose network fits, before any file is written
+        warm.check(config.init_from, molecule, config)
     out = Path(config.out)
     if not resume:
         parallel.check_on_lead(lambda: train_files.check_new(out, force))

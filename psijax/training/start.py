@@ -28,7 +28,7 @@ from psijax.run.progress import Progress
 from psijax.run.watch import StepWatch
 from psijax.sampling import burn_in
 from psijax.system import ecp, scf
-from psijax.training import memory, pretrain
+from psijax.training import memory, pretrain, warm
 from psijax.training.state import train_state
 from psijax.types import TrainState
 
@@ -156,9 +156,14 @@ def fresh_state(
                 burn.result()
             compiled()
 
-        params, walkers = _pretrained(
-            net, params, molecule, walkers, config, show, watch, keys[2], ready
-        )
+        if config.init_from:  # another run's wavefunction, instead of pretraining
+            params, walkers = warm.start(config.init_from, molecule, config, mesh)
+            show.note(f"starting from the wavefunction of {config.init_from}")
+            ready()
+        else:
+            params, walkers = _pretrained(
+                net, params, molecule, walkers, config, show, watch, keys[2], ready
+            )
         if burn is not None:
             lead_steps, own = burn_in_split(config.burn_in_steps, _leads(config))
             scaled = f"{lead_steps} steps scaled to the nearest nucleus, then " * bool(lead_steps)
