@@ -32,6 +32,14 @@ def evaluate(run, **options):
     return _evaluate(run, **options)
 
 
+def scan(config, points, out, **options):
+    """An energy curve: train at each geometry of ``points`` in order, each started from the
+    one before; see ``psijax.curves.scan``."""
+    from psijax.curves import scan as _scan
+
+    return _scan(config, points, out, **options)
+
+
 def load(run, **options):
     """The trained wavefunction of a run's newest checkpoint; see ``psijax.wavefunction``."""
     from psijax.wavefunction import load as _load
@@ -41,5 +49,5 @@ def load(run, **options):
 
 __all__ = [
     "Config", "Molecule", "Psi", "TrainState", "__version__", "configure", "evaluate", "load",
-    "train", "unconfigure",
+    "scan", "train", "unconfigure",
 ]  # fmt: skip

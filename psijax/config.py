@@ -329,8 +329,9 @@ def to_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-# Examples for the fields a job sizes from the molecule (their default is None)
+# The fields a job sizes from the molecule (their default is None), with examples
 _SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz"}
+SIZED = frozenset(_SIZED_EXAMPLES)
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -386,8 +387,9 @@ def _nonnegative(config: Config, *names: str) -> None:
 
 
 def for_resume(saved: Config, values: dict[str, Any]) -> Config:
-    """The saved run's config with ``values`` applied; only ``RESUMABLE`` fields may change."""
-    values = flatten(values)
+    """The saved run's config with ``values`` applied; only ``RESUMABLE`` fields may change.
+    A field a job sizes from the molecule left unset (None) keeps the saved run's value."""
+    values = {k: v for k, v in flatten(values).items() if not (k in SIZED and v is None)}
     for name, value in values.items():
         key = name.replace("-", "_")
         if key in FIELDS and key not in RESUMABLE and _coerce(key, value) != getattr(saved, key):

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("psijax.training",),
     ("psijax.wavefunction",),
     ("psijax.evaluation",),
+    ("psijax.curves",),
     ("psijax.cli", "psijax"),
 )
 

@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from psijax.cli import evaluate, flags
+from psijax.cli import evaluate, flags, scan
 from psijax.errors import InputError, Interrupted, PsijaxError, TrainingError
 from psijax.runtime import configure
 
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--force", action="store_true", help="overwrite a run in --out")
     train.add_argument("--quiet", action="store_true", help="no progress display")
     evaluate.add_parsers(sub)
+    scan.add_parsers(sub)
     return parser
 
 
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         configure()
         if args.command in evaluate.COMMANDS:
             return evaluate.run(args)
+        if args.command in scan.COMMANDS:
+            return scan.run(args)
         return _train(args)
     except Interrupted as err:
         hint = f"; continue with: {err.resume}" if err.saved and err.resume else ""
