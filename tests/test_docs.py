@@ -8,6 +8,8 @@ nothing else:
   docs/states.md, docs/evaluation.md) get a tiny network and a few steps: the keywords
   below replace the block's own in its calls of ``psijax.train`` and ``psijax.evaluate``.
   docs/api.md's examples are tiny already and run with none.
+- docs/curves.md's ``psijax.scan`` gets a tiny config (``SCAN_TINY``) and its first three
+  points.
 - ``NEEDS_H2_RUN``: pages whose examples read the run their shell commands make
   (``psijax train --system H2 ... --out runs/h2``) find a tiny H2 run there, trained once
   per test process.
@@ -50,6 +52,8 @@ OVERRIDES: dict[str, tuple[dict, dict]] = {
     "docs/evaluation.md": ({}, {"steps": 20, "burn_in": 5, "progress": False}),
 }
 NEEDS_H2_RUN = {"docs/tutorial.md", "docs/outputs.md", "docs/evaluation.md"}
+# docs/curves.md's scan: its config made tiny, its first three points
+SCAN_TINY = {k: v for k, v in TINY.items() if k != "progress"} | {"steps": 10}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +146,14 @@ def test_page_examples_run(page, tmp_path, monkeypatch, capsys, request):
         monkeypatch.setattr(
             psijax, "evaluate", lambda *a, **kw: evaluate(*a, **(kw | evaluate_with))
         )
+    if page == "docs/curves.md":
+        from psijax import config as config_lib
+
+        scan = psijax.scan
+        tiny = lambda config, points, out, **kw: scan(
+            config_lib.from_dict(SCAN_TINY, config), points[:3], out, **(kw | {"progress": False})
+        )
+        monkeypatch.setattr(psijax, "scan", tiny)
     module = types.ModuleType("docs_example")  # a module of its own, as a script has
     monkeypatch.setitem(sys.modules, module.__name__, module)
     for block in RUNNABLE[page]:

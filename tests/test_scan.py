@@ -16,7 +16,8 @@ from psijax import curves, system
 from psijax.curves import points as points_lib
 from psijax.errors import InputError
 
-from runs import TINY, psijax as run_cli
+from runs import TINY
+from runs import psijax as run_cli
 
 
 def test_a_bond_is_stretched_along_its_own_line():
@@ -33,6 +34,20 @@ def test_a_bond_is_stretched_along_its_own_line():
         np.testing.assert_allclose(direction, np.array([0, -1.4, 1.1]) / np.hypot(1.4, 1.1))
     angstrom = curves.along_bond(water, "1-2", [1.0], "angstrom")[0][1]
     assert np.linalg.norm(np.asarray(angstrom.coords[1])) == pytest.approx(1.8897261246, 1e-9)
+
+
+def test_the_fitted_minimum_of_a_curve():
+    from psijax.curves.scan import ScanPoint, fitted_minimum
+    from psijax.statistics import Estimate
+
+    def point(x, e):
+        return ScanPoint(x, Estimate(e, 1e-5, 100, 1, 100, 1.0), 100, 1.0, None)
+
+    morse = lambda r: 0.17 * (1 - np.exp(-1.03 * (r - 1.401))) ** 2 - 1.1745  # H2-like
+    grid = np.linspace(1.0, 2.0, 6)
+    at, energy = fitted_minimum([point(x, morse(x)) for x in grid])
+    assert at == pytest.approx(1.401, abs=0.005) and energy == pytest.approx(-1.1745, abs=2e-4)
+    assert fitted_minimum([point(x, morse(x)) for x in grid[3:]]) is None  # lowest at the end
 
 
 def test_the_frames_of_an_xyz_file(tmp_path):

@@ -65,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'coordinate':>12} {'energy (Ha)':>16} {'steps':>6}")
     for p in result.points:
         print(f"{p.coordinate:12.4f} {p.energy!s:>16} {p.steps:6d}")
+    if result.minimum is not None:
+        at, energy = result.minimum
+        print(
+            f"minimum     {at:.4f} ({label}), {energy:.6f} Ha "
+            "(a polynomial fitted near the lowest point)"
+        )
     print(f"scan        {len(result.points)} points, {result.steps} steps, "
           f"{result.seconds:.0f} s of training")  # fmt: skip
     print(f"outputs     {result.out}/: scan.csv, scan.png, point-NN/ (one run per point)")

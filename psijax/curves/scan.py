@@ -56,6 +56,33 @@ class ScanResult:
     def seconds(self) -> float:
         return sum(p.seconds for p in self.points)
 
+    @property
+    def minimum(self) -> tuple[float, float] | None:
+        """(coordinate, energy) of the fitted curve's lowest point (``fitted_minimum``)."""
+        return fitted_minimum(self.points)
+
+
+def fitted_minimum(points: Sequence[ScanPoint]) -> tuple[float, float] | None:
+    """The minimum of a polynomial (degree 4, fewer with fewer points) fitted to the
+    lowest point and its neighbours (five points, weighted by 1/error); None where the
+    lowest point is at either end of the scan or fewer than three points are there."""
+    if len(points) < 3:
+        return None
+    x = np.array([p.coordinate for p in points])
+    y = np.array([p.energy.mean for p in points])
+    err = np.array([max(p.energy.error, 1e-12) for p in points])
+    order = np.argsort(x)
+    x, y, err = x[order], y[order], err[order]
+    low = int(np.argmin(y))
+    if low in (0, len(x) - 1):
+        return None
+    lo, hi = max(low - 2, 0), min(low + 3, len(x))
+    degree = min(4, hi - lo - 1)
+    fit = np.polynomial.Polynomial.fit(x[lo:hi], y[lo:hi], degree, w=1 / err[lo:hi])
+    grid = np.linspace(x[lo], x[hi - 1], 2001)
+    best = int(np.argmin(fit(grid)))
+    return float(grid[best]), float(fit(grid[best]))
+
 
 def scan(
     config: config_lib.Config,
@@ -166,7 +193,11 @@ def plot_curve(path: Path, points: list[ScanPoint], label: str) -> None:
     y = np.array([p.energy.mean for p in points])
     err = np.array([p.energy.error for p in points])
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, lw=1)
+    ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, lw=1, label="psijax")
+    minimum = fitted_minimum(points)
+    if minimum is not None:
+        ax.plot(*minimum, "k+", ms=12, label=f"fitted minimum {minimum[0]:.4f}")
+        ax.legend(fontsize=8)
     ax.set_xlabel(label)
     ax.set_ylabel("energy (Ha)")
     ax.set_title(f"{len(points)} points, {sum(p.steps for p in points)} steps")
