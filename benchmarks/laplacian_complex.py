@@ -33,17 +33,6 @@ import time
 TWIST = (0.31, -0.17, 0.23)  # 1/bohr
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def header(args: argparse.Namespace) -> None:
     import folx
     import jax
@@ -56,7 +45,9 @@ def header(args: argparse.Namespace) -> None:
         f"{folx.__version__}, numpy {np.__version__}; backend {jax.default_backend()}, "
         f"{jax.device_count()} device(s)"
     )
-    print(f"- CPU: {cpu_model()}; {os.cpu_count()} logical cores; load {os.getloadavg()[0]:.1f}")
+    from vmc_step import _cpu_name
+
+    print(f"- CPU: {_cpu_name()}; {os.cpu_count()} logical cores; load {os.getloadavg()[0]:.1f}")
     layers = " x ".join(f"({a}, {b})" for a, b in args.layers)
     print(
         f"- network: FermiNet {layers}, {args.determinants} determinants, full_det, plane "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -140,8 +141,6 @@ def _claim(out: Path, manifest: dict, force: bool) -> None:
     path = out / MANIFEST
     if out.exists() and any(out.iterdir()):
         if force:
-            import shutil
-
             shutil.rmtree(out)
         elif not path.is_file():
             raise InputError(

@@ -26,13 +26,12 @@ equation that depends on the walker.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
+from psijax.laplacian._scoped import ScopedSwap
 from psijax.types import Array
 
 
@@ -62,41 +61,26 @@ def _slogdet_for(folx_slogdet):
     return slogdet
 
 
-_lock = threading.Lock()
-_depth = 0  # how many ``active()`` scopes are open, in every thread
-_shipped: list = []  # folx's own slogdet while the scopes hold psijax's
-
-
-@contextlib.contextmanager
-def active() -> Iterator[None]:
-    """folx's ``slogdet`` module with psijax's ``slogdet`` inside; as it was once the last
-    open scope (of any thread) closes. Re-entrant and thread-safe, like
-    ``_folx_indices.active``."""
-    global _depth
-    with _lock:
-        if _depth == 0:
-            _swap_in()
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _shipped:
-                from folx import slogdet as module
-
-                module.slogdet = _shipped.pop()
-
-
-def _swap_in() -> None:
+def _swap_in() -> Callable[[], None]:
+    """folx's ``slogdet`` module with psijax's ``slogdet`` inside; what undoes it."""
     try:
         from folx import slogdet as module
     except ImportError:  # pragma: no cover - folx is a dependency
-        return
+        return lambda: None
     shipped = getattr(module, "slogdet", None)
-    if isinstance(shipped, jax.custom_jvp):  # folx's own; anything else someone put there stays
-        _shipped.append(shipped)
-        module.slogdet = _slogdet_for(shipped)
+    if not isinstance(shipped, jax.custom_jvp):  # not folx's own: whatever is there stays
+        return lambda: None
+    module.slogdet = _slogdet_for(shipped)
+
+    def undo() -> None:
+        module.slogdet = shipped
+
+    return undo
+
+
+# folx's ``slogdet`` module with psijax's ``slogdet`` inside while a scope is open
+# (``with active():``); as it was once the last open scope, of any thread, closes.
+active = ScopedSwap(_swap_in)
 
 
 def walker_complex(invals: list, flags: list[bool]) -> list[bool]:

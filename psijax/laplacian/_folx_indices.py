@@ -22,14 +22,14 @@ the Laplacian is the same to the bit. Outside it folx's modules are as folx ship
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from psijax.laplacian._scoped import ScopedSwap
 
 
 def unique_rows(a: np.ndarray, size: int, fill_value=None) -> np.ndarray:
@@ -124,42 +124,26 @@ class _UtilsNumpy:
         return _canonical(a.copy())
 
 
-_lock = threading.Lock()
-_depth = 0  # how many ``active()`` scopes are open, in every thread
-_replaced: list = []  # the folx modules whose ``jnp`` the open scopes replaced
-
-
-@contextlib.contextmanager
-def active() -> Iterator[None]:
-    """folx's ``jvp`` and ``utils`` modules with the numpy-backed ``jnp`` inside; as they
-    were once the last open scope (of any thread) closes. Re-entrant and thread-safe:
-    psijax traces several programs at once on its own threads. folx code that another
-    thread runs meanwhile gets the same sets and masks, computed with numpy."""
-    global _depth
-    with _lock:
-        if _depth == 0:
-            _replaced.extend(_swap_in())
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                for module in _replaced:
-                    module.jnp = jnp
-                _replaced.clear()
-
-
-def _swap_in() -> list:
-    """Give the folx modules that use ``jax.numpy`` itself the shims; the modules changed."""
+def _swap_in() -> Callable[[], None]:
+    """Give the folx modules that use ``jax.numpy`` itself the shims; what undoes it."""
     try:
         from folx import jvp, utils
     except ImportError:  # pragma: no cover - folx is a dependency
-        return []
+        return lambda: None
     changed = []
     for module, shim in ((jvp, _JaxNumpy), (utils, _UtilsNumpy)):
         if getattr(module, "jnp", None) is jnp:  # a jnp someone else put there stays
             module.jnp = shim()
             changed.append(module)
-    return changed
+
+    def undo() -> None:
+        for module in changed:
+            module.jnp = jnp
+
+    return undo
+
+
+# folx's ``jvp`` and ``utils`` modules with the numpy-backed ``jnp`` inside while a scope is
+# open (``with active():``); as they were once the last open scope, of any thread, closes.
+# folx code that another thread runs meanwhile gets the same sets and masks, with numpy.
+active = ScopedSwap(_swap_in)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax import parallel
+from psijax import parallel, registry, system
 from psijax.errors import InputError
 from psijax.rundir import train_files
 from psijax.training import saved
@@ -30,9 +30,7 @@ def start(run: str, molecule, config, mesh) -> tuple[Params, Walkers]:
     rows = np.arange(config.walkers) % walkers.shape[0]
     walkers = jnp.asarray(walkers[rows], jnp.float32)
     walkers = parallel.to_global(walkers, parallel.walker_sharding(mesh))
-    params = jax.tree.map(lambda a: jnp.asarray(parallel.to_host(a)), source.state.params)
-    params = parallel.to_global(params, jax.tree.map(lambda _: parallel.replicated(mesh), params))
-    return params, walkers
+    return source.state.params, walkers  # restored replicated on ``mesh``
 
 
 def follow_nuclei(walkers: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -46,8 +44,6 @@ def follow_nuclei(walkers: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.n
 def check(run: str, molecule, config) -> None:
     """``InputError`` unless ``run`` is a run with a checkpoint whose network and electrons
     fit this run's (``config`` sized for ``molecule``); reads its config, no checkpoint."""
-    from psijax import registry, system
-
     path = saved.check_run(run)
     their_config = train_files.read_config(path)
     theirs = system.for_config(their_config)
