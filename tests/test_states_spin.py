@@ -204,5 +204,5 @@ def test_two_states_of_helium_evaluated_with_the_spin(tmp_path):
     names = list(derived)
     assert names[:4] == ["state_0_energy", "state_0_s2", "state_1_energy", "state_1_s2"]
     text = report(out).splitlines()
-    at = [i for i, line in enumerate(text) if line.startswith("state_0_energy")][0]
+    at = next(i for i, line in enumerate(text) if line.startswith("state_0_energy"))
     assert text[at + 1].startswith("state_0_s2") and text[at + 2].startswith("state_1_energy")

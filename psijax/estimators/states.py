@@ -95,9 +95,7 @@ class StatesObserved:
             return {}
         dipoles = tuple(n for n in self.dipole_names if n in series)
         spin = SPIN if SPIN in series else None
-        value, error, _ = analysis.bootstrap(
-            series, lambda m: analysis.spectrum(m, dipoles, spin)
-        )
+        value, error, _ = analysis.bootstrap(series, lambda m: analysis.spectrum(m, dipoles, spin))
         names = [(f"state_{i}_energy", "Ha") for i in range(k)]
         names += [(f"excitation_{i}", "Ha") for i in range(1, k)]
         if dipoles:
