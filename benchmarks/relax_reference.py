@@ -1,13 +1,15 @@
-"""The CCSD(T) equilibrium geometry of a bent AH2 molecule (water by default) with pyscf,
-the reference a psijax relaxation is compared with.
+"""CCSD(T) equilibrium geometries with pyscf, the references psijax relaxations are compared
+with (for two electrons CCSD(T) is full CI).
 
-    python benchmarks/relax_reference.py [--atom O] [--basis cc-pvtz] [--ecp NAME]
-                                         [--start 0.96,104.5]
+    python benchmarks/relax_reference.py [--molecule H2O] [--basis cc-pvtz] [--ecp NAME]
 
 Minimises the CCSD(T) energy (every electron correlated unless an ECP removes the core)
-over the two internal coordinates of the C2v molecule, the A-H length (angstrom) and the
-H-A-H angle (degrees), by scipy's Nelder-Mead to 1e-5 angstrom and 1e-3 degrees, and
-prints them with the energy, pyscf's version and the wall time.
+over the molecule's internal coordinates by scipy's Nelder-Mead (to 1e-5 in each) and
+prints them with the energy, pyscf's version and the wall time. Molecules:
+
+- ``H2O`` (or any ``AH2`` by ``--atom``): the A-H length (angstrom) and the H-A-H angle
+  (degrees), C2v;
+- ``H3+``: the side (bohr) of the equilateral triangle.
 """
 
 from __future__ import annotations
@@ -21,11 +23,26 @@ from pyscf import cc, gto, scf
 from scipy.optimize import minimize
 
 
-def energy(atom: str, length: float, angle: float, basis: str, ecp: str | None) -> float:
+def bent(atom: str, length: float, angle: float) -> str:
     half = np.deg2rad(angle) / 2
-    geometry = (f"{atom} 0 0 0; H 0 {length * np.sin(half)} {length * np.cos(half)}; "
-                f"H 0 {-length * np.sin(half)} {length * np.cos(half)}")  # fmt: skip
-    mol = gto.M(atom=geometry, basis=basis, ecp=ecp or {}, verbose=0)
+    y, z = length * np.sin(half), length * np.cos(half)
+    return f"{atom} 0 0 0; H 0 {y} {z}; H 0 {-y} {z}"
+
+
+def triangle(side: float) -> str:
+    height = side * np.sqrt(3) / 2
+    return f"H 0 0 0; H {side} 0 0; H {side / 2} {height} 0"
+
+
+# name: (geometry from the internal coordinates, charge, unit, start, first simplex steps)
+MOLECULES = {
+    "AH2": (bent, 0, "angstrom", [0.96, 104.5], [0.01, 1.0]),
+    "H3+": (lambda side: triangle(side), 1, "bohr", [1.65], [0.02]),
+}
+
+
+def energy(geometry: str, charge: int, unit: str, basis: str, ecp: str | None) -> float:
+    mol = gto.M(atom=geometry, charge=charge, unit=unit, basis=basis, ecp=ecp or {}, verbose=0)
     mean_field = scf.RHF(mol).run(conv_tol=1e-11)
     coupled = cc.CCSD(mean_field).run(conv_tol=1e-9)
     return float(coupled.e_tot + coupled.ccsd_t())
@@ -33,27 +50,26 @@ def energy(atom: str, length: float, angle: float, basis: str, ecp: str | None) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--molecule", default="H2O", help="H2O (AH2 with --atom) or H3+")
     parser.add_argument("--atom", default="O")
     parser.add_argument("--basis", default="cc-pvtz")
     parser.add_argument("--ecp", default=None)
-    parser.add_argument("--start", default="0.96,104.5")
     args = parser.parse_args()
     started = time.perf_counter()
-    x0 = [float(v) for v in args.start.split(",")]
+    key = "H3+" if args.molecule == "H3+" else "AH2"
+    build, charge, unit, x0, steps = MOLECULES[key]
+    geometry = (lambda x: build(args.atom, *x)) if key == "AH2" else (lambda x: build(*x))
+    simplex = [x0] + [list(np.add(x0, np.eye(len(x0))[i] * steps[i])) for i in range(len(x0))]
     found = minimize(
-        lambda x: energy(args.atom, x[0], x[1], args.basis, args.ecp), x0,
-        method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-9, "initial_simplex":
-                                       [x0, [x0[0] + 0.01, x0[1]], [x0[0], x0[1] + 1.0]]},
+        lambda x: energy(geometry(x), charge, unit, args.basis, args.ecp), x0,
+        method="Nelder-Mead",
+        options={"xatol": 1e-5, "fatol": 1e-10, "initial_simplex": simplex},
     )  # fmt: skip
-    length, angle = found.x
     method = f"CCSD(T)/{args.basis}" + (f" {args.ecp}" if args.ecp else "")
-    seconds = time.perf_counter() - started
-    print(f"# pyscf {pyscf.__version__}, {method}, {seconds:.0f} s")
-    bohr = length * 1.8897261246257702
-    print(
-        f"{args.atom}H2: r = {length:.5f} angstrom ({bohr:.5f} bohr), angle = {angle:.3f} "
-        f"degrees, E = {found.fun:.8f} Ha ({found.nfev} energies)"
-    )
+    print(f"# pyscf {pyscf.__version__}, {method}, {time.perf_counter() - started:.0f} s")
+    values = ", ".join(f"{v:.5f}" for v in found.x)
+    print(f"{args.molecule}: internal coordinates ({unit}{', degrees' * (key == 'AH2')}) "
+          f"{values}; E = {found.fun:.8f} Ha ({found.nfev} energies)")  # fmt: skip
 
 
 if __name__ == "__main__":
