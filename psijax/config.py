@@ -40,7 +40,11 @@ _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    system: str = "LiH"  # preset name, atom string ("Li 0 0 0; H 0 0 3.015") or .xyz path
+    system: str = "LiH"  # preset name, atom string ("Li 0 0 0; H 0 0 3.015"), .xyz path or
+    # "heg": the homogeneous electron gas of ``electrons`` at density ``rs``
+    # (psijax.system.electron_gas)
+    electrons: int | None = None  # the electron gas: electrons per cell
+    rs: float | None = None  # the electron gas: Wigner-Seitz radius (bohr)
     charge: int | None = None
     spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
@@ -104,6 +108,13 @@ class Config:
 
     def __post_init__(self) -> None:
         _positive(self, "determinants", "mcmc_moves", "decay_steps")
+        if self.electrons is not None:
+            _positive(self, "electrons")
+        if self.rs is not None and not (math.isfinite(self.rs) and self.rs > 0):
+            raise InputError(
+                f"rs={self.rs} must be a positive number of bohr; give the electron gas's "
+                "Wigner-Seitz radius, e.g. --rs 5"
+            )
         for sized in ("walkers", "steps"):  # None: a job sizes it (config.json holds it)
             if getattr(self, sized) is not None:
                 _positive(self, sized)
@@ -185,7 +196,10 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # ``--help`` groups the flags by them and ``--dry-run`` prints them so. A section's table
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature", "ecp_neighbours"),
+    "system": (
+        "system", "electrons", "rs", "charge", "spin", "unit", "ecp", "ecp_quadrature",
+        "ecp_neighbours",
+    ),
     "ansatz": (
         "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
         "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
@@ -222,6 +236,7 @@ ADDED_LATER = {
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
     "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
+    "electrons": None, "rs": None,
 }  # fmt: skip
 
 
