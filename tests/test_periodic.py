@@ -31,7 +31,7 @@ def gas_config(**values) -> config_lib.Config:
 @pytest.mark.parametrize(
     "flags, problem",
     [
-        (["--rs", "-5"], "rs=-5.0 must be a positive number of bohr"),
+        (["--rs", "-5"], "rs=-5.0 must be positive"),
         (["--electrons", "12"], "6 up and 6 down, not closed shells"),
         (["--spin", "14"], "14 up and 0 down, not closed shells"),
         (["--spin", "1"], "spin 1 is impossible with 14 electrons"),
