@@ -40,6 +40,15 @@ def scan(config, points, out, **options):
     return _scan(config, points, out, **options)
 
 
+def relax(config, out, settings=None, **options):
+    """A geometry optimisation: cycles of training, force evaluation and a quasi-Newton step
+    of the nuclei until the forces vanish within their error bars; see
+    ``psijax.curves.relax``."""
+    from psijax.curves import relax as _relax
+
+    return _relax(config, out, settings, **options)
+
+
 def load(run, **options):
     """The trained wavefunction of a run's newest checkpoint; see ``psijax.wavefunction``."""
     from psijax.wavefunction import load as _load
@@ -49,5 +58,5 @@ def load(run, **options):
 
 __all__ = [
     "Config", "Molecule", "Psi", "TrainState", "__version__", "configure", "evaluate", "load",
-    "scan", "train", "unconfigure",
+    "relax", "scan", "train", "unconfigure",
 ]  # fmt: skip

@@ -224,12 +224,14 @@ def test_states_train_resume_evaluate_and_report(tmp_path):
     ev = psijax.evaluate(out, steps=12, burn_in=2, progress=False)
     derived = ev.summary["derived"]
     assert {"state_0_energy", "excitation_1", "oscillator_strength_0_1"} <= set(derived)
+    for i in range(2):  # the spin is a default: one electron, a doublet at every walker
+        assert derived[f"state_{i}_s2"]["mean"] == pytest.approx(0.75, abs=1e-6)
     assert "energy_matrix_0_0" not in ev.summary["estimates"]
     wf = psijax.load(out)
     assert wf.energy_matrix(wf.walkers[:3]).shape == (3, 2, 2)
     before = (out / "eval" / "summary.json").read_bytes()
     with pytest.raises(InputError, match="several states"):
-        psijax.evaluate(out, steps=2, observables="spin", force=True, progress=False)
+        psijax.evaluate(out, steps=2, observables="forces", force=True, progress=False)
     assert (out / "eval" / "summary.json").read_bytes() == before  # refused: nothing lost
     from psijax.rundir.report import report
 

@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from psijax.cli import evaluate, flags, scan
+from psijax.cli import evaluate, flags, relax, scan
 from psijax.errors import InputError, Interrupted, PsijaxError, TrainingError
 from psijax.runtime import configure
 
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no progress display")
     evaluate.add_parsers(sub)
     scan.add_parsers(sub)
+    relax.add_parsers(sub)
     return parser
 
 
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             return evaluate.run(args)
         if args.command in scan.COMMANDS:
             return scan.run(args)
+        if args.command in relax.COMMANDS:
+            return relax.run(args)
         return _train(args)
     except Interrupted as err:
         hint = f"; continue with: {err.resume}" if err.saved and err.resume else ""

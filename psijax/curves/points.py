@@ -65,7 +65,7 @@ def along_bond(molecule: Molecule, bond: str, lengths: Sequence[float], unit: st
     for length in lengths:
         moved = coords.copy()
         moved[j] = coords[i] + length * scale * axis
-        _check_apart(moved, molecule.symbols, f"--lengths value {length:g}")
+        check_apart(moved, molecule.symbols, f"--lengths value {length:g}")
         points.append((float(length), dataclasses.replace(molecule, coords=_as_tuples(moved))))
     return points
 
@@ -99,7 +99,7 @@ def frames(path: str | os.PathLike, *, charge: int = 0, spin: int | None = None)
             )
         text = "; ".join(" ".join(line.split()[:4]) for line in atoms)
         molecule = resolve(text, charge=charge, spin=spin, unit="angstrom")
-        _check_apart(np.asarray(molecule.coords), molecule.symbols, f"frame {len(points)}")
+        check_apart(np.asarray(molecule.coords), molecule.symbols, f"frame {len(points)}")
         points.append((float(len(points)), molecule))
         at += 2 + count
     if not points:
@@ -114,7 +114,7 @@ def frames(path: str | os.PathLike, *, charge: int = 0, spin: int | None = None)
     return points
 
 
-def _check_apart(coords: np.ndarray, symbols, where: str) -> None:
+def check_apart(coords: np.ndarray, symbols, where: str) -> None:
     distance = np.linalg.norm(coords[:, None] - coords[None], axis=-1)
     distance[np.diag_indices(len(coords))] = np.inf
     a, b = np.unravel_index(np.argmin(distance), distance.shape)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from psijax import config as config_lib
+from psijax.curves.claim import claim
 from psijax.curves.points import Point
-from psijax.errors import InputError
-from psijax.rundir.train_files import atomic_write
 from psijax.statistics import Estimate
 
 LATER_FRACTION = 0.5  # the later points' energy (and convergence window): their last half
@@ -106,7 +104,7 @@ def scan(
         "points": [[c, m.atom_string()] for c, m in points],
         "config": config_lib.to_dict(dataclasses.replace(config, out=str(out))),
     }
-    _claim(out, manifest, force)
+    claim(out, MANIFEST, manifest, force, "scan")
     done: list[ScanPoint] = []
     for k, (coordinate, molecule) in enumerate(points):
         run = out / f"point-{k:02d}"
@@ -134,26 +132,6 @@ def _later(point: config_lib.Config, first: ScanPoint, before: Path) -> config_l
         point, init_from=str(before), steps=first.steps, eval_fraction=LATER_FRACTION,
         target_error=point.target_error or first.energy.error,
     )  # fmt: skip
-
-
-def _claim(out: Path, manifest: dict, force: bool) -> None:
-    """``out`` for this scan: new, or holding the same scan; ``force`` clears it."""
-    path = out / MANIFEST
-    if out.exists() and any(out.iterdir()):
-        if force:
-            shutil.rmtree(out)
-        elif not path.is_file():
-            raise InputError(
-                f"{str(out)!r} exists and holds no scan; give another --out, or --force to "
-                "replace it"
-            )
-        elif json.loads(path.read_text()) != json.loads(json.dumps(manifest)):
-            raise InputError(
-                f"{str(out)!r} holds a scan of other points or settings; give another --out, "
-                "or --force to replace it"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(manifest, indent=2))
 
 
 def _read(run: Path, coordinate: float) -> ScanPoint:

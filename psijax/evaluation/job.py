@@ -23,6 +23,7 @@ import functools
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -89,6 +90,7 @@ def evaluate(
     checkpoint_every: int | None = None,
     stall_timeout: float | None = None,
     progress: bool = True,
+    until: Callable[[list[dict[str, float]]], str | None] | None = None,
 ) -> EvalResult:
     """Evaluate the newest checkpoint of the training run ``run`` (module docstring; the
     defaults: ``psijax.evaluation.settings``). ``target_error`` (Hartree) stops once the
@@ -97,7 +99,10 @@ def evaluate(
     ``RUN/eval/`` from its newest checkpoint (every ``checkpoint_every`` steps and 10
     minutes, at the end, on SIGTERM/SIGINT) with its settings; ``steps`` and
     ``target_error`` may change. ``stall_timeout``: the step watch's floor (seconds;
-    default: the training's). Bad input raises ``InputError`` before anything is written.
+    default: the training's). ``until(rows)``: the caller's own stopping rule over the
+    metrics rows so far (one dict of column means per step), checked with the target
+    error's rule; a reason it returns ends the evaluation. Bad input raises ``InputError``
+    before anything is written.
     """
     started = time.perf_counter()
     configure()
@@ -126,7 +131,8 @@ def evaluate(
             lambda s: step(wf.params, s), settings.steps,
             _recorder(ctx.writer, show, energies, first, started), identity=parts.identity,
             every_steps=settings.checkpoint_every, max_rejected=wf.config.max_rejected,
-            rejection=REJECTION, converged=_stop_rule(settings.target_error, energies),
+            rejection=REJECTION,
+            converged=_stop_rule(settings.target_error, energies, until, ctx.writer.rows),
         )  # fmt: skip
         show.phase("evaluating", settings.steps, start=start)
         state = loop.run(state, start)
@@ -320,6 +326,8 @@ def _summarise(job, parts, writer, loop, state, energies, first, start, started)
         elapsed = max(time.perf_counter() - first[0], 1e-9)
         rate = job.n_walkers * (n_done - start - 1) / elapsed
     reached = None if settings.target_error is None else loop.converged_at is not None
+    if loop.converged_reason is not None:
+        reached = True
     info = {
         **_static(job, parts),
         "steps": n_done,
@@ -336,16 +344,19 @@ def _summarise(job, parts, writer, loop, state, energies, first, start, started)
     return EvalResult(estimates, summary, np.asarray(energies), job.out, reached)
 
 
-def _stop_rule(target_error: float | None, energies: list[float]):
-    """--target-error over the whole evaluation: training's rule with the whole chain as
-    its window (its two halves are compared for drift)."""
-    if target_error is None:
+def _stop_rule(target_error: float | None, energies: list[float], until=None, rows=()):
+    """--target-error over the whole evaluation (training's rule with the whole chain as
+    its window: its two halves are compared for drift), and the caller's ``until``."""
+    if target_error is None and until is None:
         return None
-    rule = StopRule(target_error, fraction=1.0)
+    rule = None if target_error is None else StopRule(target_error, fraction=1.0)
 
     def converged() -> str | None:
-        verdict = rule.check(energies)
-        return verdict.reason if verdict.stop else None
+        if rule is not None:
+            verdict = rule.check(energies)
+            if verdict.stop:
+                return verdict.reason
+        return None if until is None else until(rows)
 
     return converged
 

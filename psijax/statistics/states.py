@@ -6,7 +6,8 @@ blocks as long as the blocking analysis of its trace asks for (``psijax.statisti
 the energies are the eigenvalues of the mean matrix, and their error bars the spread of
 the eigenvalues over bootstrap resamples of the blocks (the eigenvalues are nonlinear in
 the matrix: no error propagation by hand). Eigenvectors of the same mean matrix turn any
-other matrix observable (a dipole) into state-to-state elements.
+other matrix observable into state-to-state elements (a dipole's) or each state's
+expectation value (S^2's).
 """
 
 from __future__ import annotations
@@ -85,12 +86,16 @@ def estimate(matrices: np.ndarray, *, seed: int = 0) -> list[blocking.Estimate]:
     ]  # fmt: skip
 
 
-def spectrum(means: dict[str, np.ndarray], dipoles: tuple[str, ...] = ()) -> np.ndarray:
+def spectrum(
+    means: dict[str, np.ndarray], dipoles: tuple[str, ...] = (), spin: str | None = None
+) -> np.ndarray:
     """From mean matrices: the K energies, the K - 1 excitation energies from state 0 and,
     with ``dipoles`` (the names of the x, y, z dipole matrices), for each excited state k
     |d_0k|^2 = sum_a T^a_0k T^a_k0 (T^a = V^-1 D^a V in the energies' eigenbasis) and the
     oscillator strength f_0k = 2/3 (E_k - E_0) |d_0k|^2 (atomic units), then the sum of
-    the f_0k (well defined where degenerate states make each one ill-defined)."""
+    the f_0k (well defined where degenerate states make each one ill-defined); with
+    ``spin`` (the name of the S^2 matrix), each state's <S^2>: the diagonal of
+    V^-1 S V, lowest energy first."""
     values, v, v_inv = eigenbasis(means["energy"])
     gaps = values[1:] - values[0]
     out = [values, gaps]
@@ -99,6 +104,8 @@ def spectrum(means: dict[str, np.ndarray], dipoles: tuple[str, ...] = ()) -> np.
         d2 = np.real(sum(ta[0, 1:] * ta[1:, 0] for ta in t))
         strengths = 2.0 / 3.0 * gaps * d2
         out += [d2, strengths, [np.sum(strengths)]]
+    if spin is not None:
+        out.append(np.real(np.diag(v_inv @ means[spin] @ v)))
     return np.concatenate(out)
 
 
@@ -110,7 +117,8 @@ def tail(matrices: np.ndarray, fraction: float) -> list[blocking.Estimate]:
 
 
 def matrix_names(name: str, k: int) -> tuple[str, ...]:
-    """The metrics columns of the K-state matrix of ``name`` (energy, dipole_x), row by row."""
+    """The metrics columns of the K-state matrix of ``name`` (energy, dipole_x, s2), row by
+    row."""
     return tuple(f"{name}_matrix_{i}_{j}" for i in range(k) for j in range(k))
 
 

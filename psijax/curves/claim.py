@@ -1,0 +1,34 @@
+"""The output directory of a scan or a relaxation: new, or holding the same job (which then
+continues), never another one's files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from psijax.errors import InputError
+from psijax.rundir.train_files import atomic_write
+
+
+def claim(out: Path, manifest_name: str, manifest: dict, force: bool, noun: str) -> None:
+    """``out`` for the job ``manifest`` (written to ``out/manifest_name``): new, or holding
+    the same ``noun`` ("scan", "relaxation"), which continues; ``force`` clears it."""
+    path = out / manifest_name
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{str(out)!r} is a file; give a directory as --out")
+    if out.exists() and any(out.iterdir()):
+        if force:
+            shutil.rmtree(out)
+        elif not path.is_file():
+            raise InputError(
+                f"{str(out)!r} exists and holds no {noun}; give another --out, or --force to "
+                "replace it"
+            )
+        elif json.loads(path.read_text()) != json.loads(json.dumps(manifest)):
+            raise InputError(
+                f"{str(out)!r} holds a {noun} of other points or settings; give another "
+                "--out, or --force to replace it"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(manifest, indent=2))
