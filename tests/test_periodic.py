@@ -58,6 +58,13 @@ def test_gas_words_belong_to_the_gas(tmp_path, capsys):
     assert "give e.g. --electrons 14 --rs 5" in capsys.readouterr().err
 
 
+def test_relax_refuses_the_gas(tmp_path, capsys):
+    out = tmp_path / "relax"
+    argv = ["relax", "--system", "heg", "--electrons", "14", "--rs", "5", "--out", str(out)]
+    assert main(argv) == 2
+    assert "the electron gas has none" in capsys.readouterr().err and not out.exists()
+
+
 def test_dry_run_shows_the_cell_and_hartree_fock(tmp_path, capsys):
     argv = ["train", "--system", "heg", "--electrons", "14", "--rs", "5", "--layers", "16x4",
             "--dry-run", "--out", str(tmp_path / "run")]  # fmt: skip
