@@ -138,6 +138,23 @@ def test_the_network_starts_as_the_plane_wave_determinant():
     assert np.max(np.abs(np.asarray(t) - gas.kinetic_energy())) < 0.05
 
 
+def test_laplacian_operators_agree_on_the_periodic_network():
+    """The default (sparse forward) Laplacian against the dense Hessian's trace, float64,
+    for 7 + 1 electrons."""
+    config = gas_config(electrons=8, spin=6, **TINY)
+    gas = system.for_config(config)
+    net = registry.ansatz(gas, config)
+    with jax.enable_x64(True):
+        params = net.init(jax.random.PRNGKey(5), jnp.float64)
+        r = jax.random.uniform(jax.random.PRNGKey(6), (3, 8, 3), jnp.float64) * gas.length
+        kinetic = {}
+        for name in ("forward-sparse", "hessian"):
+            terms = hamiltonian.for_config(gas, config, registry.laplacian(name, 8))
+            local = terms.local_energy(net)
+            kinetic[name] = jax.jit(jax.vmap(lambda x: local.parts(params, x)["kinetic"]))(r)
+    np.testing.assert_allclose(kinetic["forward-sparse"], kinetic["hessian"], rtol=1e-9)
+
+
 def test_train_resume_evaluate_and_load(tmp_path):
     out = tmp_path / "heg"
     settings = dict(system="heg", electrons=14, rs=5.0, walkers=32, out=str(out),
