@@ -151,7 +151,7 @@ def test_laplacian_operators_agree_on_the_periodic_network():
         for name in ("forward-sparse", "hessian"):
             terms = hamiltonian.for_config(gas, config, registry.laplacian(name, 8))
             local = terms.local_energy(net)
-            kinetic[name] = jax.jit(jax.vmap(lambda x: local.parts(params, x)["kinetic"]))(r)
+            kinetic[name] = jax.jit(jax.vmap(lambda x, e=local: e.parts(params, x)["kinetic"]))(r)
     np.testing.assert_allclose(kinetic["forward-sparse"], kinetic["hessian"], rtol=1e-9)
 
 

@@ -129,9 +129,7 @@ class PeriodicFermiNet(FermiNet):
 
     @property
     def head(self) -> PlaneWaveHead:  # type: ignore[override]
-        return PlaneWaveHead(
-            self.n_up, self.n_down, self.waves, self.n_determinants, self.full_det
-        )
+        return PlaneWaveHead(self.n_up, self.n_down, self.waves, self.n_determinants, self.full_det)
 
     def _input_widths(self) -> tuple[int, int]:
         return 6, 7

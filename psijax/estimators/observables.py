@@ -68,8 +68,7 @@ def build(names: tuple[str, ...], molecule: Molecule, network=None) -> tuple[Obs
             built.append(observable)
         elif name != ENERGY and names != DEFAULT:
             raise InputError(
-                f"observable {name!r} has no meaning for this system; leave it out of "
-                "--observables"
+                f"observable {name!r} has no meaning for this system; leave it out of --observables"
             )
     return tuple(built)
 
