@@ -9,7 +9,7 @@ nothing else:
   below replace the block's own in its calls of ``psijax.train`` and ``psijax.evaluate``.
   docs/api.md's examples are tiny already and run with none.
 - docs/curves.md's ``psijax.scan`` gets a tiny config (``SCAN_TINY``) and its first three
-  points.
+  points; its ``psijax.relax`` the same config and one cycle.
 - ``NEEDS_H2_RUN``: pages whose examples read the run their shell commands make
   (``psijax train --system H2 ... --out runs/h2``) find a tiny H2 run there, trained once
   per test process.
@@ -148,12 +148,20 @@ def test_page_examples_run(page, tmp_path, monkeypatch, capsys, request):
         )
     if page == "docs/curves.md":
         from psijax import config as config_lib
+        from psijax.curves import RelaxSettings
 
         scan = psijax.scan
         tiny = lambda config, points, out, **kw: scan(
             config_lib.from_dict(SCAN_TINY, config), points[:3], out, **(kw | {"progress": False})
         )
         monkeypatch.setattr(psijax, "scan", tiny)
+        relax = psijax.relax
+        one_cycle = lambda config, out, settings=None, **kw: relax(
+            config_lib.from_dict(SCAN_TINY, config), out,
+            dataclasses.replace(settings or RelaxSettings(), max_cycles=1, force_tolerance=0.5),
+            **(kw | {"progress": False}),
+        )  # fmt: skip
+        monkeypatch.setattr(psijax, "relax", one_cycle)
     module = types.ModuleType("docs_example")  # a module of its own, as a script has
     monkeypatch.setitem(sys.modules, module.__name__, module)
     for block in RUNNABLE[page]:

@@ -7,14 +7,14 @@ starts from the wavefunction of the cycle before with the nuclei moved
 (``psijax.training.warm``) and trains ``cycle_steps`` (a fifth of a single run's steps by
 default) times the share of the trust radius its nuclei moved, at least
 ``MIN_CYCLE_STEPS``: the nuclei move little from one cycle to the next, and less as the
-relaxation converges. Each cycle then evaluates
-the forces (the zero-variance Hellmann-Feynman estimator plus the Pulay term:
-``psijax.estimators.forces``) with frozen parameters, projected on the internal space
-(``psijax.curves.geometry``), until they are measured well enough (``enough``): to
-``force_tolerance`` near the minimum, to a fifth of their size far from it. The
-relaxation stops when every internal force component is within two error bars of zero
-with error bars at most ``force_tolerance``, or after ``max_cycles``; otherwise the nuclei
-take the noise-aware BFGS step of ``psijax.curves.geometry``.
+relaxation converges. Each cycle then evaluates the forces (the zero-variance
+Hellmann-Feynman estimator plus the Pulay term: ``psijax.estimators.forces``) with frozen
+parameters, projected on the internal space (``psijax.curves.geometry``), until they are
+measured well enough (``enough``): to ``force_tolerance`` near the minimum, to a fifth of
+their size far from it. The relaxation stops when every internal force component is
+within two error bars of zero with error bars at most ``force_tolerance``, or after
+``max_cycles``; otherwise the nuclei take the noise-aware BFGS step of
+``psijax.curves.geometry``.
 
 Each cycle is a run directory (``OUT/cycle-NN`` with its evaluation in ``eval/``), so a
 relaxation that stopped resumes cycle by cycle: the steps are replayed from the files and

@@ -5,11 +5,12 @@ trains only as long as it needs.
 The first point trains as a single run would (the defaults sized from the molecule, or
 what the config says). Every later point starts from the point before and ends by the
 convergence rule of ``--target-error`` (``psijax.statistics.stopping``: the energy's error
-bar at most the first point's, and no drift between the last half of its steps and the
-steps before), over the last ``LATER_FRACTION`` of its steps, within as many steps as the
-first point took. Each point is a run directory of its own (``OUT/point-NN``), so a scan
-that stopped resumes point by point: a finished point is read, an unfinished one resumed
-from its checkpoint. ``OUT/scan.csv`` and ``OUT/scan.png`` hold the curve.
+bar at most ``LATER_ERROR`` times the first point's, and no drift between the last half of
+its steps and the steps before, in a window of at least 100 steps), over the last
+``LATER_FRACTION`` of its steps, within as many steps as the first point took. Each point
+is a run directory of its own (``OUT/point-NN``), so a scan that stopped resumes point by
+point: a finished point is read, an unfinished one resumed from its checkpoint.
+``OUT/scan.csv`` and ``OUT/scan.png`` hold the curve.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from psijax.curves.points import Point
 from psijax.statistics import Estimate
 
 LATER_FRACTION = 0.5  # the later points' energy (and convergence window): their last half
+LATER_ERROR = 2.0  # the later points' error bar: at most this many times the first point's
 MANIFEST = "scan.json"
 
 
@@ -127,10 +129,10 @@ def scan(
 
 def _later(point: config_lib.Config, first: ScanPoint, before: Path) -> config_lib.Config:
     """A later point's config: from the point ``before``, ending by the convergence rule at
-    the first point's error bar, within the first point's steps."""
+    ``LATER_ERROR`` times the first point's error bar, within the first point's steps."""
     return dataclasses.replace(
         point, init_from=str(before), steps=first.steps, eval_fraction=LATER_FRACTION,
-        target_error=point.target_error or first.energy.error,
+        target_error=point.target_error or LATER_ERROR * first.energy.error,
     )  # fmt: skip
 
 

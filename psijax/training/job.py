@@ -288,11 +288,17 @@ def _summarise(job: _Job, parts: _Parts, writer, loop, state, show, started) -> 
     )  # fmt: skip
 
 
+WARM_MIN_WINDOW = 100  # steps: the stop rule's smallest window in a warm-started run
+
+
 def _stop_rule(config: config_lib.Config, energies: list[float]):
-    """The --target-error check on the run's per-step energies (None without a target)."""
+    """The --target-error check on the run's per-step energies (None without a target). A
+    warm-started run begins near its optimum, without pretraining's transient: its window
+    may be as short as ``WARM_MIN_WINDOW`` steps."""
     if config.target_error is None:
         return None
-    rule = StopRule(config.target_error, config.eval_fraction)
+    window = WARM_MIN_WINDOW if config.init_from else StopRule.min_window
+    rule = StopRule(config.target_error, config.eval_fraction, min_window=window)
 
     def converged() -> str | None:
         verdict = rule.check(energies)
