@@ -40,7 +40,9 @@ _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    system: str = "LiH"  # preset name, atom string ("Li 0 0 0; H 0 0 3.015") or .xyz path
+    system: str = "LiH"  # preset, atom string ("Li 0 0 0; H 0 0 3.015"), .xyz path or "heg"
+    electrons: int | None = None  # "heg", the electron gas (psijax.system.electron_gas): per cell
+    rs: float | None = None  # "heg": its Wigner-Seitz radius (bohr)
     charge: int | None = None
     spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
@@ -104,7 +106,7 @@ class Config:
 
     def __post_init__(self) -> None:
         _positive(self, "determinants", "mcmc_moves", "decay_steps")
-        for sized in ("walkers", "steps"):  # None: a job sizes it (config.json holds it)
+        for sized in ("walkers", "steps", "electrons", "rs"):  # None: sized, or a molecule
             if getattr(self, sized) is not None:
                 _positive(self, sized)
         if self.steps is not None and self.steps < 2:  # refused before minutes of compiling
@@ -185,23 +187,18 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # ``--help`` groups the flags by them and ``--dry-run`` prints them so. A section's table
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "system": ("system", "charge", "spin", "unit", "ecp", "ecp_quadrature", "ecp_neighbours"),
-    "ansatz": (
-        "ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
-        "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
-        "matmul_precision",
-    ),
+    "system": ("system", "electrons", "rs", "charge", "spin", "unit", "ecp", "ecp_quadrature",
+               "ecp_neighbours"),
+    "ansatz": ("ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
+               "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
+               "matmul_precision"),
     "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
-    "optimizer": (
-        "optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian", "chunk_size",
-        "jacobian_blocks", "gram_precision",
-    ),
+    "optimizer": ("optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian",
+                  "chunk_size", "jacobian_blocks", "gram_precision"),
     "pretraining": ("pretrain_steps", "pretrain_max_steps", "basis", "init_from"),
-    "run": (
-        "steps", "target_error", "devices", "eval_fraction", "seed", "out", "checkpoint_every",
-        "checkpoint_minutes", "keep_checkpoints", "max_rejected",
-        "compilation_cache", "stall_timeout",
-    ),
+    "run": ("steps", "target_error", "devices", "eval_fraction", "seed", "out",
+            "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_rejected",
+            "compilation_cache", "stall_timeout"),
 }  # fmt: skip
 SECTION_OF = {name: section for section, names in SECTIONS.items() for name in names}
 # What a resumed run may change; every other field must match the run being resumed.
@@ -222,6 +219,7 @@ ADDED_LATER = {
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
     "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
+    "electrons": None, "rs": None,
 }  # fmt: skip
 
 

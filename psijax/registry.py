@@ -7,6 +7,7 @@ defaults, such as an optimiser's learning rate) without importing JAX. An entry 
 hold the factory itself (a test adds a term so). Each factory has its table's signature:
 
     ANSATZES     factory(molecule, config) -> Ansatz
+    PERIODIC_ANSATZES  the same, for a system with a periodic cell (the electron gas)
     OPTIMIZERS   factory(config) -> Optimizer                (entry: its learning rate)
     LAPLACIANS   factory(n_electrons) -> LaplacianOperator   (entry: or no argument)
     SAMPLERS     factory(config, molecule, **settings) -> Sampler
@@ -24,6 +25,8 @@ import dataclasses
 import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from psijax.errors import InputError
 
 if TYPE_CHECKING:
     from psijax.config import Config
@@ -52,6 +55,10 @@ ANSATZES: dict[str, Entry] = {
     "ferminet": Entry("psijax.ansatz.ferminet:from_config"),
     "psiformer": Entry("psijax.ansatz.psiformer:from_config"),
 }
+# The ansaetze of a periodic system (one with a ``lattice``), by the same names.
+PERIODIC_ANSATZES: dict[str, Entry] = {
+    "ferminet": Entry("psijax.ansatz.periodic:from_config"),
+}
 # What a run solves for: the ground state, or the lowest K states as one wavefunction.
 EIGENSTATES = (Entry("psijax.eigenstates:GroundState"), Entry("psijax.eigenstates:LowestStates"))
 OPTIMIZERS: dict[str, Entry] = {
@@ -73,6 +80,7 @@ SAMPLERS: dict[str, Entry] = {
 HAMILTONIAN: dict[str, Entry] = {
     "kinetic": Entry("psijax.hamiltonian.kinetic:from_config"),
     "coulomb": Entry("psijax.hamiltonian.coulomb:from_config"),
+    "periodic_coulomb": Entry("psijax.hamiltonian.ewald:from_config"),
     "ecp_local": Entry("psijax.hamiltonian.ecp:local_from_config"),
     "ecp_nonlocal": Entry("psijax.hamiltonian.ecp:nonlocal_from_config"),
 }
@@ -92,8 +100,15 @@ def eigenstates(config: Config):
 
 def ansatz(molecule: Molecule, config: Config):
     """The wavefunction ``config.ansatz`` for ``molecule``, as the run trains it: with
-    ``config.states`` > 1 the total wavefunction of that many copies of it."""
-    return eigenstates(config).network(ANSATZES[config.ansatz].load()(molecule, config))
+    ``config.states`` > 1 the total wavefunction of that many copies of it. A periodic
+    system takes its ansatz from ``PERIODIC_ANSATZES``."""
+    table = ANSATZES if getattr(molecule, "lattice", None) is None else PERIODIC_ANSATZES
+    if config.ansatz not in table:
+        raise InputError(
+            f"ansatz={config.ansatz!r} has no periodic form; for a periodic system use one of "
+            f"{', '.join(PERIODIC_ANSATZES)}"
+        )
+    return eigenstates(config).network(table[config.ansatz].load()(molecule, config))
 
 
 def optimizer(config: Config):

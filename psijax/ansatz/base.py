@@ -98,7 +98,11 @@ class MolecularAnsatz:
 
     def _apply(self, params: Params, r: Array, tapped: taps.Taps | None = None) -> Psi:
         psi = determinants(self._orbitals(params, r, tapped))
-        return cusp.times(psi, params["jastrow"], r, self.n_up) if self.jastrow else psi
+        return Psi(psi.sign, psi.log_abs + self._jastrow(params, r)) if self.jastrow else psi
+
+    def _jastrow(self, params: Params, r: Array) -> Array:
+        """The exponent J of the cusp factor exp(J) (``psijax.ansatz.jastrow``)."""
+        return cusp.exponent(params["jastrow"], r, self.n_up)
 
     @precision.of_ansatz
     def head_inputs(self, params: Params, r: Array) -> tuple[Array, Array]:

@@ -53,7 +53,7 @@ class FermiNet(MolecularAnsatz):
     # ----------------------------------------------------------------- init
 
     def _init(self, normal: Normal, dtype) -> Params:
-        d1, d2 = 4 * self.n_atoms, 4
+        d1, d2 = self._input_widths()
 
         def dense(n_in: int, n_out: int, bias: bool = True) -> dict:
             p = {"w": normal((n_in, n_out)) / math.sqrt(n_in)}
@@ -84,10 +84,7 @@ class FermiNet(MolecularAnsatz):
     ) -> tuple[Array, Array]:
         """Final one-electron features and the electron-nucleus distances [n, atoms];
         ``tapped``: the one-electron layers' products are tapped (``psijax.ansatz.taps``)."""
-        h1, r_ae = features.electron_nucleus(
-            r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
-        )
-        h2, _ = features.electron_electron(r)
+        h1, h2, r_ae = self._inputs(r)
         for i, layer in enumerate(params["layers"]):
             mixed = self._mix(h1, h2)
             z = taps.dense(mixed, layer["one"]["w"], tapped, ("layers", i, "one", "w"))
@@ -97,6 +94,19 @@ class FermiNet(MolecularAnsatz):
                 new2 = jnp.tanh(h2 @ layer["two"]["w"] + layer["two"]["b"])
                 h2 = new2 + h2 if new2.shape == h2.shape else new2
         return h1, r_ae
+
+    def _input_widths(self) -> tuple[int, int]:
+        """The widths of the one- and two-electron input features (``_inputs``)."""
+        return 4 * self.n_atoms, 4
+
+    def _inputs(self, r: Array) -> tuple[Array, Array, Array]:
+        """One-electron features ``[n, 4 * atoms]``, two-electron features ``[n, n, 4]`` and
+        what the orbital head takes besides the features: the electron-nucleus distances."""
+        h1, r_ae = features.electron_nucleus(
+            r, features.nuclei_array(self.nuclei, r.dtype), self.soft_core
+        )
+        h2, _ = features.electron_electron(r)
+        return h1, h2, r_ae
 
     def _mix(self, h1: Array, h2: Array) -> Array:
         """Concatenate each electron's features with spin-resolved means."""

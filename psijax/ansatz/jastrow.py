@@ -35,11 +35,17 @@ def init(dtype) -> Params:
 def exponent(params: Params, r: Array, n_up: int) -> Array:
     """J (a scalar) for one walker ``r: [n, 3]`` whose first ``n_up`` electrons are spin
     up; 0 for a single electron."""
-    n = r.shape[0]
     _, r_ee = features.electron_electron(r)
+    return exponent_of(params, r_ee, n_up)
+
+
+def exponent_of(params: Params, r_ee: Array, n_up: int) -> Array:
+    """J of the electron-electron distances ``r_ee: [n, n]`` (any diagonal): a periodic
+    system gives its periodic distances (``psijax.ansatz.periodic``)."""
+    n, dtype = r_ee.shape[0], r_ee.dtype
     spin = jnp.arange(n) < n_up
-    same = (spin[:, None] == spin[None, :]).astype(r.dtype)
-    upper = jnp.triu(jnp.ones((n, n), r.dtype), k=1)
+    same = (spin[:, None] == spin[None, :]).astype(dtype)
+    upper = jnp.triu(jnp.ones((n, n), dtype), k=1)
     a_par, a_anti = params["parallel"], params["anti"]
     # 1 added off the pairs (i < j): no 0 / 0 at r_ii when a = 0 (an add, not a select on a
     # constant, through which folx's sparse Laplacian could not follow and went dense)

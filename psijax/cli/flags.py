@@ -24,7 +24,11 @@ from psijax import registry
 from psijax.system import sizing
 
 HELP = {
-    "system": "preset (H2, LiH, N2, ...), atom string 'Li 0 0 0; H 0 0 3.015' or .xyz path",
+    "system": "preset (H2, LiH, N2, ...), atom string 'Li 0 0 0; H 0 0 3.015', .xyz path, "
+    "or heg: the homogeneous electron gas (with --electrons and --rs)",
+    "electrons": "the electron gas (--system heg): electrons per cell, each spin a closed "
+    "shell of plane waves (1, 7, 19, 27, 33, 57, ... per spin)",
+    "rs": "the electron gas (--system heg): Wigner-Seitz radius in bohr",
     "charge": "net charge",
     "spin": "n_up - n_down",
     "unit": "unit of atom-string coordinates",
@@ -89,7 +93,9 @@ HELP = {
 # What an unset (None) default means, for --help.
 UNSET = {
     "charge": "the system's (neutral for atom strings)",
-    "spin": "the preset's, else the lowest",
+    "spin": "the preset's, else the lowest (the electron gas: unpolarised)",
+    "electrons": "none: a molecule",
+    "rs": "none: a molecule",
     "learning_rate": ", ".join(
         f"{e.learning_rate:g} for {name}" for name, e in registry.OPTIMIZERS.items()
     ),

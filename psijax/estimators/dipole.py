@@ -58,5 +58,7 @@ class Dipole:
         return out
 
 
-def from_config(molecule: Molecule, network=None) -> Dipole:
-    return Dipole(molecule)
+def from_config(molecule: Molecule, network=None) -> Dipole | None:
+    """The dipole of a molecule; none in a periodic cell, where the position operator is
+    not periodic."""
+    return Dipole(molecule) if molecule.lattice is None else None

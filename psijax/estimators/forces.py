@@ -128,8 +128,11 @@ class Forces:
         return {}
 
 
-def from_config(molecule: Molecule, network=None) -> Forces:
-    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term."""
+def from_config(molecule: Molecule, network=None) -> Forces | None:
+    """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term. None
+    for a system without nuclei (the electron gas)."""
+    if not molecule.n_atoms:
+        return None
     apply_at = None
     if network is not None and hasattr(network, "at"):
         apply_at = lambda params, r, nuclei: network.at(nuclei).apply(params, r)

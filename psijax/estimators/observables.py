@@ -58,8 +58,19 @@ def parse(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
 
 def build(names: tuple[str, ...], molecule: Molecule, network=None) -> tuple[Observable, ...]:
     """The observables ``names`` beyond the energy; ``network`` (an ansatz with
-    ``at(nuclei)``) gives the forces their Pulay term."""
-    return tuple(registry.observable(n, molecule, network) for n in names if n != ENERGY)
+    ``at(nuclei)``) gives the forces their Pulay term. An observable whose factory gives
+    none has no meaning for the system (the dipole and forces of the electron gas): left
+    out of the defaults, refused when named."""
+    built = []
+    for name in names:
+        observable = None if name == ENERGY else registry.observable(name, molecule, network)
+        if observable is not None:
+            built.append(observable)
+        elif name != ENERGY and names != DEFAULT:
+            raise InputError(
+                f"observable {name!r} has no meaning for this system; leave it out of --observables"
+            )
+    return tuple(built)
 
 
 def columns(hamiltonian: Hamiltonian, observables: tuple[Observable, ...]) -> tuple[str, ...]:

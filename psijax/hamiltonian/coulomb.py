@@ -59,5 +59,7 @@ class Potential:
         return {self.name: self.potential(walker.r)}
 
 
-def from_config(molecule: Molecule, config) -> Coulomb:
-    return Coulomb(molecule)
+def from_config(molecule: Molecule, config) -> Coulomb | None:
+    """The Coulomb term of a molecule; none for a periodic system (its Ewald sum is
+    ``psijax.hamiltonian.ewald.PeriodicCoulomb``)."""
+    return Coulomb(molecule) if molecule.lattice is None else None

@@ -184,6 +184,12 @@ class PeriodicCoulomb:
         return dict(zip(self.components, self.parts(walker.r), strict=True))
 
 
+def from_config(system: Any, config: Any) -> PeriodicCoulomb | None:
+    """The Ewald-summed Coulomb term of a periodic system (one with a ``lattice``: the
+    electron gas); none for a molecule."""
+    return None if system.lattice is None else PeriodicCoulomb.of(system)
+
+
 @functools.lru_cache(maxsize=32)
 def _ewald_for(lattice: Lattice, n_charges: int) -> EwaldSum:
     return ewald_sum(lattice, n_charges)

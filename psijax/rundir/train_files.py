@@ -150,6 +150,7 @@ class RunWriter:
             "exact": exact,
             "error_vs_exact": None if exact is None else est.mean - exact,
             "fingerprint": self.molecule.fingerprint(),
+            **per_electron(self.molecule, est),
         }
         if states is not None:  # several states: ``energy`` is the sum of theirs
             summary["states"] = [
@@ -161,6 +162,17 @@ class RunWriter:
         self.eigenstates.plot(
             self.out / "energy.png", energies, exact, est, states, self.rows, config.system
         )
+
+
+def per_electron(system, est: Estimate) -> dict[str, Any]:
+    """The energy per electron, and for a periodic system (the electron gas) what it is per:
+    the energy is per cell, of ``electrons`` electrons at density ``rs``."""
+    n = system.n_electrons
+    values: dict[str, Any] = {"electrons": n, "energy_per_electron": est.mean / n,
+                              "energy_per_electron_error": est.error / n}  # fmt: skip
+    if system.lattice is not None:
+        values |= {"energy_per": "cell", "rs": system.rs, "cell_volume": system.lattice.volume}
+    return values
 
 
 def _read_rows(path: Path, before: int) -> list[dict[str, str]]:

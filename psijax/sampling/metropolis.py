@@ -172,5 +172,7 @@ def from_config(config, molecule, **settings) -> Metropolis:
 
 def scaled_from_config(config, molecule, **settings) -> Metropolis:
     """``config.mcmc_moves`` moves per step, each electron's step scaled by its distance to
-    the nearest of ``molecule``'s nuclei; ``settings`` override the other fields."""
-    return Metropolis(**{"n_moves": config.mcmc_moves, "nuclei": molecule.coords, **settings})
+    the nearest of ``molecule``'s nuclei (one width for all without nuclei: the electron
+    gas); ``settings`` override the other fields."""
+    nuclei = molecule.coords or None
+    return Metropolis(**{"n_moves": config.mcmc_moves, "nuclei": nuclei, **settings})

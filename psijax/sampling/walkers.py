@@ -46,7 +46,11 @@ def init_walkers(
     spread: float = 1.0,
     dtype: jnp.dtype = jnp.float32,
 ) -> Walkers:
-    """Walkers ``[n_walkers, n_electrons, 3]``: nucleus + spread * N(0, 1), spin up first."""
+    """Walkers ``[n_walkers, n_electrons, 3]``: nucleus + spread * N(0, 1), spin up first;
+    in a periodic cell without nuclei (the electron gas), uniform over the cell."""
+    if molecule.lattice is not None:
+        return _uniform_walkers(key, molecule.lattice.matrix, n_walkers, molecule.n_electrons,
+                                jnp.dtype(dtype))  # fmt: skip
     up, down = electrons_per_atom(molecule)
     atoms = np.arange(molecule.n_atoms)
     owner = np.concatenate([np.repeat(atoms, up), np.repeat(atoms, down)])
@@ -64,3 +68,9 @@ def init_walkers(
 def _gaussian_walkers(key: Array, centers: np.ndarray, n_walkers: int, spread: float, dtype):
     noise = jax.random.normal(key, (n_walkers, *centers.shape), dtype)
     return centers.astype(dtype) + jnp.asarray(spread, dtype) * noise
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _uniform_walkers(key: Array, vectors: np.ndarray, n_walkers: int, n: int, dtype):
+    fractions = jax.random.uniform(key, (n_walkers, n, 3), dtype)
+    return fractions @ jnp.asarray(vectors, dtype)

@@ -29,7 +29,10 @@ for the same determinant, -0.812484(27) Ha (tests/heg/heg_14_gamma).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -62,15 +65,77 @@ def closed_shells(up_to: int) -> tuple[int, ...]:
     return tuple(int(f) for f in fillings if f <= up_to)
 
 
+# ``--system`` names of the electron gas (any case)
+NAMES = ("heg", "electron-gas")
+
+
+def is_named(system: Any) -> bool:
+    """Whether a config's ``system`` names the electron gas."""
+    return isinstance(system, str) and system.strip().lower() in NAMES
+
+
+def from_config(config: Any) -> ElectronGas:
+    """The electron gas of a run's config: ``electrons`` at ``rs``, polarised by ``spin``
+    (None: the lowest). Everything that means nothing without nuclei, or that the gas does
+    not have, is refused with one line naming it."""
+    if config.electrons is None or config.rs is None:
+        raise InputError(
+            "the electron gas needs its electrons and density; give e.g. --electrons 14 --rs 5"
+        )
+    meaningless = {
+        "charge": config.charge not in (None, 0), "ecp": config.ecp is not None,
+        "basis": config.basis is not None, "init_from": config.init_from is not None,
+    }  # fmt: skip
+    for name, given in meaningless.items():
+        if given:
+            raise InputError(
+                f"--{name.replace('_', '-')} has no meaning for the electron gas (no nuclei, "
+                "no basis: the network starts as the plane-wave determinant); leave it out"
+            )
+    if config.states != 1:
+        raise InputError(
+            f"states={config.states}: the electron gas is solved for its ground state only; "
+            "give --states 1"
+        )
+    n = config.electrons
+    spin = n % 2 if config.spin is None else config.spin
+    if abs(spin) > n or (n + spin) % 2:
+        raise InputError(
+            f"spin {spin} is impossible with {n} electrons; give -{n} <= spin <= {n} with "
+            f"n_up - n_down of the parity of {n}, e.g. --spin {n % 2}"
+        )
+    n_up, n_down = (n + spin) // 2, (n - spin) // 2
+    shells = closed_shells(max(n_up, n_down, 60))
+    if any(count and count not in shells for count in (n_up, n_down)):
+        raise InputError(
+            f"{n} electrons at spin {spin} are {n_up} up and {n_down} down, not closed shells "
+            f"of plane waves; give each spin a closed shell ({', '.join(map(str, shells))}), "
+            f"e.g. --electrons {2 * min(shells, key=lambda c: abs(2 * c - n))} --spin 0"
+        )
+    return ElectronGas(n_up, n_down, config.rs)
+
+
 @dataclasses.dataclass(frozen=True)
 class ElectronGas:
     """``n_up`` + ``n_down`` electrons at Wigner-Seitz radius ``rs`` (bohr) in a cubic cell,
     each spin a closed shell of plane waves at Gamma (or empty). No nuclei: the background
-    alone neutralises the cell."""
+    alone neutralises the cell.
+
+    As a run's system it answers what a run asks of a ``Molecule``: no atoms (empty
+    ``symbols``, ``charges``, ``coords``, ``ecp``), charge 0, no exact energy, and a
+    ``fingerprint`` of its electrons and density."""
 
     n_up: int
     n_down: int
     rs: float
+
+    # what a run asks of a system, for a system without nuclei
+    symbols: tuple[str, ...] = dataclasses.field(default=(), init=False, repr=False)
+    charges: tuple[float, ...] = dataclasses.field(default=(), init=False, repr=False)
+    coords: tuple = dataclasses.field(default=(), init=False, repr=False)
+    ecp: tuple = dataclasses.field(default=(), init=False, repr=False)
+    charge: int = dataclasses.field(default=0, init=False, repr=False)
+    exact_energy: None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("n_up", "n_down"):
@@ -157,6 +222,43 @@ class ElectronGas:
         """The energy per cell (Hartree) of the plane-wave determinant: kinetic, Madelung
         and exchange energies (the module docstring)."""
         return self.kinetic_energy() + self.madelung_energy() + self.exchange_energy()
+
+    @property
+    def name(self) -> str:
+        return f"electron gas, {self.n_up} + {self.n_down} electrons at rs = {self.rs:g}"
+
+    @property
+    def n_atoms(self) -> int:
+        return 0
+
+    @property
+    def core_electrons(self) -> tuple[int, ...]:
+        return ()
+
+    @property
+    def nuclear_repulsion(self) -> float:
+        return 0.0
+
+    def fingerprint(self) -> str:
+        """Short stable hex id of the electrons per spin and rs (to 1e-9 bohr)."""
+        payload = json.dumps(["electron gas", self.n_up, self.n_down, round(self.rs, 9)])
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def describe(self) -> list[str]:
+        """The dry run's lines: the cell, the density, the Madelung constant and the
+        Hartree-Fock energy of the plane-wave determinant."""
+        n, lattice = self.n_electrons, self.lattice
+        e_hf = self.hartree_fock_energy()
+        return [
+            f"system         the homogeneous electron gas: {n} electrons ({self.n_up} up, "
+            f"{self.n_down} down) in a neutralising background, Gamma point",
+            f"cell           cube of side {self.length:.6f} bohr, volume {lattice.volume:.6f} "
+            f"bohr^3; rs = {self.rs:g} bohr",
+            f"madelung       xi = {lattice.madelung():.10f} Ha (the cell's Madelung constant)",
+            f"hartree-fock   plane-wave determinant E = {e_hf:.7f} Ha per cell, "
+            f"{e_hf / n:.7f} Ha per electron (kinetic {self.kinetic_energy():.7f}, Madelung "
+            f"{self.madelung_energy():.7f}, exchange {self.exchange_energy():.7f})",
+        ]
 
     def determinant(self) -> PlaneWaveDeterminant:
         """The closed-shell Slater determinant of real plane-wave orbitals."""

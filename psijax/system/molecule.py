@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class Molecule:
     spin: int = 0
     name: str | None = dataclasses.field(default=None, compare=False)
     ecp: tuple[str | None, ...] = ()
+    lattice: ClassVar[None] = None  # no periodic cell (``psijax.system.ElectronGas`` has one)
 
     def __post_init__(self) -> None:
         symbols = tuple(

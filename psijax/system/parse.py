@@ -12,6 +12,7 @@ import numpy as np
 
 from psijax.errors import InputError
 from psijax.system import ecp as ecp_tables
+from psijax.system import electron_gas
 from psijax.system.elements import Z_OF, symbol_of
 from psijax.system.molecule import BOHR_PER_ANGSTROM, Coord, Molecule
 from psijax.system.presets import PRESET_OF, PRESETS, REFERENCES
@@ -194,8 +195,17 @@ def resolve(
     return dataclasses.replace(with_ecp, spin=spin, name=None)
 
 
-def for_config(config: Any) -> Molecule:
-    """The molecule of a run's config (its system, charge, spin, unit and ecp)."""
+def for_config(config: Any) -> Molecule | electron_gas.ElectronGas:
+    """The system of a run's config: the electron gas (``system = "heg"`` with its
+    ``electrons`` and ``rs``, ``psijax.system.electron_gas.from_config``), else the molecule
+    of its system, charge, spin, unit and ecp."""
+    if electron_gas.is_named(config.system):
+        return electron_gas.from_config(config)
+    if getattr(config, "electrons", None) is not None or getattr(config, "rs", None) is not None:
+        raise InputError(
+            "--electrons and --rs describe the electron gas; give --system heg with them, or "
+            "leave them out for a molecule"
+        )
     return resolve(
         config.system, charge=config.charge, spin=config.spin, unit=config.unit, ecp=config.ecp
     )

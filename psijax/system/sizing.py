@@ -42,10 +42,11 @@ STATES_BASIS = "aug-cc-pvdz"  # pretraining basis of several states, all-electro
 
 
 def walkers_for(molecule: Molecule) -> int:
-    """Walkers per step for ``molecule`` (module docstring)."""
+    """Walkers per step for ``molecule`` (module docstring); a system without nuclei (the
+    electron gas) takes the lightest nuclei's number."""
     if molecule.ecp:
         return ECP_WALKERS
-    heaviest = max(molecule.charges)
+    heaviest = max(molecule.charges, default=0.0)
     return next(n for charge, n in WALKERS_BY_CHARGE if heaviest <= charge)
 
 
@@ -55,9 +56,13 @@ def steps_for(molecule: Molecule) -> int:
 
 
 def sized(config: Config, molecule: Molecule) -> Config:
-    """``config`` with every field it leaves to the molecule set from ``molecule``."""
+    """``config`` with every field it leaves to the molecule set from ``molecule``. A
+    periodic system (the electron gas) has no basis and takes no pretraining: its network
+    starts as the plane-wave determinant (``psijax.ansatz.periodic``)."""
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule) if config.steps is None else config.steps
+    if molecule.lattice is not None:
+        return dataclasses.replace(config, walkers=walkers, steps=steps, pretrain_steps=0)
     basis = basis_for(molecule, config.states) if config.basis is None else config.basis
     return dataclasses.replace(config, walkers=walkers, steps=steps, basis=basis)
 

@@ -39,7 +39,9 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     config = sizing.sized(config, molecule)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
-    molecule.to_pyscf(config.basis)  # an unknown basis fails here
+    periodic = molecule.lattice is not None  # the electron gas: no basis, no pyscf
+    if not periodic:
+        molecule.to_pyscf(config.basis)  # an unknown basis fails here
     eigenstates = registry.eigenstates(config)
     eigenstates.check(molecule, config)
     if config.init_from:
@@ -64,35 +66,48 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         sampler=registry.sampler(config, molecule),
     )  # fmt: skip
     n_params = sum(x.size for x in jax.tree.leaves(template.params))
-    hf = scf.hartree_fock(molecule, config.basis)
-    state_lines = eigenstates.describe(molecule, config, hf)
-
     n_dev = mesh.devices.size
-    exact = molecule.exact_energy
+    system_lines, hf_lines = (
+        (molecule.describe(), []) if periodic else _molecule_lines(molecule, config, eigenstates)
+    )
     lines = [
         "# psijax train --dry-run: every input checked, nothing written",
         "# the resolved config (save it as run.toml and pass --config run.toml):",
         config_text(config),
         "",
-        f"molecule       {len(molecule.symbols)} atoms ({' '.join(molecule.symbols)}), "
-        f"charge {molecule.charge}, spin {molecule.spin}",
-        f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down"
-        + (" (valence)" if molecule.ecp else ""),
-        *_ecp_lines(molecule),
-        *state_lines,
-        f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
-        + eigenstates.exact_words * (exact is not None),
+        *system_lines,
         f"network        {net.describe()}: {n_params:,} parameters",
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
         *[f"start          from the wavefunction of {config.init_from} (no pretraining)"]
         * bool(config.init_from),
-        f"hartree-fock   UHF/{ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)}"
-        f" E = {hf.energy:.6f} Ha" + ("" if hf.converged else " (not converged)"),
+        *["start          the plane-wave determinant (no pretraining)"] * periodic,
+        *hf_lines,
         f"output         {out}: {where}",
     ]
     return "\n".join(lines)
+
+
+def _molecule_lines(molecule, config: config_lib.Config, eigenstates):
+    """A molecule's lines: (atoms, electrons, states and exact energy; its Hartree-Fock
+    energy)."""
+    hf = scf.hartree_fock(molecule, config.basis)
+    exact = molecule.exact_energy
+    basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
+    return [
+        f"molecule       {len(molecule.symbols)} atoms ({' '.join(molecule.symbols)}), "
+        f"charge {molecule.charge}, spin {molecule.spin}",
+        f"electrons      {molecule.n_electrons}: {molecule.n_up} up, {molecule.n_down} down"
+        + (" (valence)" if molecule.ecp else ""),
+        *_ecp_lines(molecule),
+        *eigenstates.describe(molecule, config, hf),
+        f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
+        + eigenstates.exact_words * (exact is not None),
+    ], [
+        f"hartree-fock   UHF/{basis} E = {hf.energy:.6f} Ha"
+        + ("" if hf.converged else " (not converged)"),
+    ]
 
 
 def _ecp_lines(molecule) -> list[str]:

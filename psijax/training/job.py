@@ -76,10 +76,15 @@ def make_config(
 
 def _molecule_as_text(overrides: dict) -> dict:
     """A ``system`` given as a psijax ``Molecule`` or a pyscf ``Mole`` becomes its atom
-    string in bohr with its charge and spin, so that the config stays plain text."""
+    string in bohr with its charge and spin, an ``ElectronGas`` ``heg`` with its electrons,
+    rs and spin, so that the config stays plain text."""
     given = overrides.get("system")
     if given is None or isinstance(given, str | os.PathLike):
         return overrides
+    if isinstance(given, system.ElectronGas):  # its name, electrons, density and spin
+        return overrides | dict(
+            system="heg", electrons=given.n_electrons, rs=given.rs, spin=given.spin
+        )
     mol = system.resolve(
         given, charge=overrides.get("charge"), spin=overrides.get("spin"), ecp=overrides.get("ecp")
     )

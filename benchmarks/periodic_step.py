@@ -1,0 +1,112 @@
+"""The training step of the electron gas against a molecule of as many electrons, measured
+in one run.
+
+    python benchmarks/periodic_step.py [--steps 5] [--rounds 2] [--layers 64x16,64x16,64x16]
+
+The electron gas of 14 electrons at rs = 5 (periodic FermiNet, Ewald-summed Coulomb
+energy) and N2 (14 electrons, FermiNet with envelopes, plain Coulomb energy) at the same
+config (``psijax.config.Config``'s defaults: 256 walkers, 16 determinants, 10 MCMC moves
+per step, SPRING, float32; ``--layers`` widths) build their state from the same seed (no
+pretraining; 20 burn-in steps), compile the step, then time ``--steps`` steps per round,
+alternating the systems round by round so that a change in machine load hits both.
+Prints parameters, compile time, the median step over all rounds and the ratio to N2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+import psijax
+from psijax import config as config_lib
+from psijax import hamiltonian, parallel, registry, sampling, system
+from psijax.parallel.batching import map_walkers
+from psijax.sampling import burn_in
+from psijax.system import sizing
+from psijax.training.job import step_config
+from psijax.training.state import train_state
+from psijax.training.step import make_step
+
+SYSTEMS = {
+    "N2": {"system": "N2"},
+    "electron gas": {"system": "heg", "electrons": 14, "rs": 5.0},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--layers", default="64x16,64x16,64x16")
+    args = parser.parse_args()
+    layers = [[int(x) for x in part.split("x")] for part in args.layers.split(",")]
+    mesh = parallel.make_mesh(None)
+    jobs = {name: list(build(values, layers, mesh)) for name, values in SYSTEMS.items()}
+    times: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    for _ in range(args.rounds):
+        for name in SYSTEMS:
+            _, step, state, _, _ = jobs[name]
+            state, m = step(state)  # one untimed step after the other system ran
+            jax.block_until_ready(m)
+            for _ in range(args.steps):
+                t0 = time.perf_counter()
+                state, m = step(state)
+                jax.block_until_ready(m)
+                times[name].append(time.perf_counter() - t0)
+            jobs[name][2] = state
+    print(f"# electron gas vs N2 step benchmark, {time.strftime('%Y-%m-%dT%H:%M:%S')}")
+    print(
+        f"- 14 electrons each, layers {args.layers}, 256 walkers, 16 determinants, 10 MCMC "
+        f"moves, SPRING, float32; {args.rounds} rounds x {args.steps} steps, alternating; "
+        f"python {platform.python_version()}, jax {jax.__version__}; {os.cpu_count()} "
+        f"logical cores; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+    print()
+    print("| system | network | parameters | compile (s) | median step (s) | vs N2 |")
+    print("|---|---|---|---|---|---|")
+    ref = statistics.median(times["N2"])
+    for name in SYSTEMS:
+        net, _, _, compile_s, n_params = jobs[name]
+        med = statistics.median(times[name])
+        print(
+            f"| {name} | {net.describe()} | {n_params:,} | {compile_s:.1f} | {med:.3f} "
+            f"| {med / ref:.2f} |"
+        )
+
+
+def build(values, layers, mesh):
+    config = config_lib.from_dict({**values, "layers": layers})
+    molecule = system.for_config(config)
+    config = sizing.sized(config, molecule)
+    config = config_lib.from_dict({"walkers": 256}, config)
+    net = registry.ansatz(molecule, config)
+    optimizer = registry.optimizer(config)
+    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
+    sampler = registry.sampler(config, molecule)
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    params = net.init(keys[0], jnp.float32)
+    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
+    walkers, _, width = burn_in(
+        keys[2], sampler, lambda w: map_walkers(net.log_abs, params, w), walkers,
+        sampler.init(jnp.float32), n_steps=20,
+    )  # fmt: skip
+    state = train_state(net, optimizer, params, walkers, keys[3], sampler_state=width, mesh=mesh)
+    step = make_step(
+        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
+    )
+    t0 = time.perf_counter()
+    step = step.lower(state).compile()
+    compile_s = time.perf_counter() - t0
+    n_params = sum(x.size for x in jax.tree.leaves(params))
+    return net, step, state, compile_s, n_params
+
+
+if __name__ == "__main__":
+    psijax.configure()  # the process-wide set-up psijax's own jobs do
+    main()
