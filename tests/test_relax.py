@@ -251,6 +251,18 @@ def test_relaxation_resumes_cycle_by_cycle(tmp_path):
         _relax(tmp_path / "b", stand_in, max_cycles=3)
 
 
+def test_a_relaxation_started_before_a_config_key_existed_continues(tmp_path):
+    """relax.json written by a psijax whose Config lacked a key (its default now) is the
+    same relaxation."""
+    first = _relax(tmp_path, StandIn(morse), max_cycles=2)
+    manifest = json.loads((tmp_path / "r" / "relax.json").read_text())
+    del manifest["config"]["ecp_soft_core"]  # a key with its default value
+    (tmp_path / "r" / "relax.json").write_text(json.dumps(manifest))
+    stand_in = StandIn(morse)
+    again = _relax(tmp_path, stand_in, max_cycles=2)
+    assert stand_in.trained == [] and len(again.cycles) == len(first.cycles)
+
+
 # --- a real relaxation and the command ------------------------------------------------------
 
 TINY = ["--layers", "8x4", "--determinants", "2", "--walkers", "64", "--pretrain-steps", "5",

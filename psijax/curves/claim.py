@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+from psijax import config as config_lib
 from psijax.errors import InputError
 from psijax.rundir.train_files import atomic_write
 
@@ -25,10 +26,23 @@ def claim(out: Path, manifest_name: str, manifest: dict, force: bool, noun: str)
                 f"{str(out)!r} exists and holds no {noun}; give another --out, or --force to "
                 "replace it"
             )
-        elif json.loads(path.read_text()) != json.loads(json.dumps(manifest)):
+        elif _normal(json.loads(path.read_text())) != _normal(json.loads(json.dumps(manifest))):
             raise InputError(
                 f"{str(out)!r} holds a {noun} of other points or settings; give another "
                 "--out, or --force to replace it"
             )
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(manifest, indent=2))
+
+
+def _normal(manifest: dict) -> dict:
+    """``manifest`` with its config as the current ``Config`` reads it (keys added to the
+    config since the job started take their defaults), so that a job started by an
+    earlier psijax continues."""
+    if isinstance(manifest.get("config"), dict):
+        try:
+            config = config_lib.from_dict(manifest["config"])
+        except InputError:
+            return manifest
+        manifest = manifest | {"config": json.loads(json.dumps(config_lib.to_dict(config)))}
+    return manifest
