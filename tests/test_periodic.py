@@ -58,10 +58,12 @@ def test_gas_words_belong_to_the_gas(tmp_path, capsys):
     assert "give e.g. --electrons 14 --rs 5" in capsys.readouterr().err
 
 
-def test_relax_refuses_the_gas(tmp_path, capsys):
+def test_relax_and_scan_refuse_the_gas(tmp_path, capsys):
     out = tmp_path / "relax"
-    argv = ["relax", "--system", "heg", "--electrons", "14", "--rs", "5", "--out", str(out)]
-    assert main(argv) == 2
+    gas = ["--system", "heg", "--electrons", "14", "--rs", "5", "--out", str(out)]
+    assert main(["relax", *gas]) == 2
+    assert "the electron gas has none" in capsys.readouterr().err and not out.exists()
+    assert main(["scan", *gas, "--bond", "1-2", "--lengths", "1:2:3"]) == 2
     assert "the electron gas has none" in capsys.readouterr().err and not out.exists()
 
 

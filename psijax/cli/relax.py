@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from psijax.cli import flags
-from psijax.errors import InputError
 
 COMMANDS = ("relax",)
 EPILOG = """examples:
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from psijax import config as config_lib
-    from psijax import curves, system
+    from psijax import curves
     from psijax.curves.relax import RelaxSettings
     from psijax.rundir import train_files
     from psijax.training.job import make_config
@@ -68,10 +67,6 @@ def run(args: argparse.Namespace) -> int:
         config = make_config(base, **overrides)
     else:
         config = make_config(**overrides)
-    if system.for_config(config).lattice is not None:
-        raise InputError(
-            "a relaxation moves nuclei and the electron gas has none; train it with psijax train"
-        )
     given = {"max_cycles": args.max_cycles, "force_tolerance": args.force_tolerance,
              "trust_radius": args.trust_radius, "cycle_steps": args.cycle_steps}  # fmt: skip
     settings = RelaxSettings(**{k: v for k, v in given.items() if v is not None})

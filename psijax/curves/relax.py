@@ -120,6 +120,10 @@ class RelaxResult:
 
 def check(molecule: system.Molecule, config: config_lib.Config) -> None:
     """``InputError`` for what cannot be relaxed, before anything is written."""
+    if getattr(molecule, "lattice", None) is not None:
+        raise InputError(
+            "a relaxation moves nuclei and the electron gas has none; train it with psijax train"
+        )
     if molecule.n_atoms < 2:
         raise InputError(
             f"{molecule.symbols[0]} is a single atom: it has no geometry to relax; give a "
