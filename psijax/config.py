@@ -330,9 +330,6 @@ def to_dict(config: Config) -> dict[str, Any]:
 # The fields a job sizes from the molecule (their default is None), with examples
 _SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz"}
 SIZED = frozenset(_SIZED_EXAMPLES)
-# The fields a run resolves when it starts if left unset: the sized ones, and a warm
-# start's learning rate (psijax.training.warm)
-RESOLVED = SIZED | {"learning_rate"}
 
 
 def _coerce(key: str, value: Any) -> Any:
@@ -389,9 +386,8 @@ def _nonnegative(config: Config, *names: str) -> None:
 
 def for_resume(saved: Config, values: dict[str, Any]) -> Config:
     """The saved run's config with ``values`` applied; only ``RESUMABLE`` fields may change.
-    A field the run resolved when it started (``RESOLVED``) left unset (None) keeps the
-    saved run's value."""
-    values = {k: v for k, v in flatten(values).items() if not (k in RESOLVED and v is None)}
+    A field a job sizes from the molecule left unset (None) keeps the saved run's value."""
+    values = {k: v for k, v in flatten(values).items() if not (k in SIZED and v is None)}
     for name, value in values.items():
         key = name.replace("-", "_")
         if key in FIELDS and key not in RESUMABLE and _coerce(key, value) != getattr(saved, key):

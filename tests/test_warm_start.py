@@ -10,7 +10,7 @@ import pytest
 
 import psijax
 from psijax import config as config_lib
-from psijax import parallel, registry, system
+from psijax import parallel, system
 from psijax.errors import InputError
 from psijax.training import saved, warm
 
@@ -64,28 +64,6 @@ def test_a_warm_run_trains_without_pretraining(source, tmp_path, capsys):
     assert "pretraining on Hartree-Fock" not in text.out + text.err
     assert np.isfinite(result.energy.mean)
     assert config_lib.load_saved(out / "config.json").init_from == str(source)
-
-
-def test_a_warm_start_continues_the_learning_rate_schedule(source, tmp_path):
-    """The run starts at the rate the other run's schedule had decayed to (the config keeps
-    it, a resume keeps it, a chain decays further); a given rate is kept."""
-    theirs = config_lib.load_saved(source / "config.json")
-    decayed = registry.learning_rate(theirs) / (1 + 4 / theirs.decay_steps)
-    point = {**TINY, "system": STRETCHED, "init_from": str(source), "progress": False}
-    out = tmp_path / "warm"
-    psijax.train(**point, steps=4, out=str(out))
-    assert config_lib.load_saved(out / "config.json").learning_rate == pytest.approx(decayed)
-    again = config_lib.from_dict({k: v for k, v in point.items() if k != "progress"})
-    psijax.train(again, resume=True, steps=6, out=str(out), progress=False)  # rate unset
-    assert config_lib.load_saved(out / "config.json").learning_rate == pytest.approx(decayed)
-    chain = tmp_path / "chain"
-    psijax.train(**{**point, "system": TINY["system"], "init_from": str(out)}, steps=2,
-                 out=str(chain))  # fmt: skip
-    saved_rate = config_lib.load_saved(chain / "config.json").learning_rate
-    assert saved_rate == pytest.approx(decayed / (1 + 6 / theirs.decay_steps))
-    given = tmp_path / "given"
-    psijax.train(**point, steps=2, learning_rate=0.005, out=str(given))
-    assert config_lib.load_saved(given / "config.json").learning_rate == 0.005
 
 
 def test_a_run_that_does_not_fit_is_refused_and_nothing_is_written(source, tmp_path):

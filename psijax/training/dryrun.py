@@ -46,7 +46,6 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     eigenstates.check(molecule, config)
     if config.init_from:
         warm.check(config.init_from, molecule, config)
-        config = warm.resolved(config)
     out = Path(config.out)
     if resume:
         latest = None
@@ -81,10 +80,7 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"laplacian      {config.laplacian} ({type(operator).__name__})",
         f"devices        {n_dev} x {jax.devices()[0].platform} in {jax.process_count()} "
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
-        *[
-            f"start          from the wavefunction of {config.init_from} (no pretraining), "
-            f"learning rate {registry.learning_rate(config):.3g}"
-        ]
+        *[f"start          from the wavefunction of {config.init_from} (no pretraining)"]
         * bool(config.init_from),
         *["start          the plane-wave determinant (no pretraining)"] * periodic,
         *hf_lines,

@@ -199,7 +199,6 @@ def _resolve(config: config_lib.Config, resume: bool, force: bool) -> _Job:
     registry.eigenstates(config).check(molecule, config)
     if config.init_from:  # a run whose network fits, before any file is written
         warm.check(config.init_from, molecule, config)
-        config = warm.resolved(config)
     out = Path(config.out)
     if not resume:
         parallel.check_on_lead(lambda: train_files.check_new(out, force))

@@ -5,16 +5,10 @@ The parameters are the other run's newest checkpoint's; the walkers are its walk
 electron moved with the nucleus it was nearest to (so that a core electron stays in its
 core), as many as this run has (repeated or cut). Pretraining is skipped: the parameters
 are already a wavefunction of nearly this molecule; burn-in still runs and adapts the
-sampler to the moved nuclei. The optimiser starts fresh, at the learning rate where the
-other run's schedule had come to (``learning_rate``) unless the config gives one: the
-schedule's first, largest steps would undo part of what the other run learnt (LiH
-warm-started from 3.64 to 3.93 bohr for 600 steps: +2.2 mHa from exact at the initial
-0.02, +0.84 at the 0.008 the other run had decayed to, as from scratch).
+sampler to the moved nuclei. The optimiser starts fresh.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +16,7 @@ import numpy as np
 
 from psijax import parallel, registry, system
 from psijax.errors import InputError
-from psijax.rundir import checkpoint, train_files
+from psijax.rundir import train_files
 from psijax.training import saved
 from psijax.types import Params, Walkers
 
@@ -45,22 +39,6 @@ def follow_nuclei(walkers: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.n
     distance = np.linalg.norm(walkers[..., None, :] - old, axis=-1)  # [W, N, atoms]
     nearest = np.argmin(distance, axis=-1)
     return walkers + (new - old)[nearest]
-
-
-def learning_rate(run: str) -> float:
-    """The learning rate of ``run``'s schedule at its newest checkpoint:
-    lr0 / (1 + steps / decay_steps), lr0 its own (itself continued if it was warm-started)."""
-    theirs = train_files.read_config(saved.check_run(run))
-    steps = checkpoint.newest_complete(run) or 0
-    return registry.learning_rate(theirs) / (1.0 + steps / theirs.decay_steps)
-
-
-def resolved(config):
-    """``config`` with a warm start's learning rate set (``learning_rate``), where it
-    starts from another run and gives none."""
-    if not config.init_from or config.learning_rate is not None:
-        return config
-    return dataclasses.replace(config, learning_rate=learning_rate(config.init_from))
 
 
 def check(run: str, molecule, config) -> None:
