@@ -4,6 +4,7 @@ determinant), and training, resuming, evaluating and loading a run of it."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import jax
@@ -19,6 +20,8 @@ from psijax.cli.main import main
 from psijax.errors import InputError
 from psijax.hamiltonian.ewald import PeriodicCoulomb
 from psijax.system import ElectronGas
+
+from close import assert_energies_close, column
 
 HF_14_RS5 = -0.8125487031  # the plane-wave determinant's energy (tests/test_electron_gas.py)
 TINY = dict(layers=[[16, 4]], determinants=2)
@@ -185,3 +188,16 @@ def test_train_resume_evaluate_and_load(tmp_path):
     np.testing.assert_allclose(wf.log_abs(shifted), wf.log_abs(wf.walkers[:4]), atol=1e-4)
     with pytest.raises(InputError, match="dipole"):
         wf.local_values(wf.walkers[:2], ["dipole"])
+
+
+def test_one_and_two_devices_give_the_same_steps(tmp_path):
+    """The gas's walkers sharded over two devices take the same steps as on one (float32
+    sums in another order)."""
+    rows = {}
+    for n in (1, 2):
+        out = tmp_path / f"heg-{n}"
+        psijax.train(system="heg", electrons=14, rs=5.0, walkers=32, out=str(out), steps=3,
+                     devices=n, burn_in_steps=5, progress=False, **TINY)  # fmt: skip
+        rows[n] = list(csv.DictReader((out / "metrics.csv").read_text().splitlines()))
+    assert_energies_close(column(rows[2], "energy"), column(rows[1], "energy"),
+                          column(rows[1], "variance"), rtol=1e-4)  # fmt: skip
