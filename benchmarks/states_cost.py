@@ -3,6 +3,7 @@ total local energy.
 
     python benchmarks/states_cost.py [--system LiH] [--states 1 2 3] [--walkers 256]
                                      [--steps 12] [--repeats 10] [--step-only]
+                                     [--optimizer spring]
 
 Part 1 builds the training step of the default job (FermiNet defaults, SPRING) for each
 K in ``--states`` on the same molecule, runs it ``--steps`` times after compiling, and
@@ -40,7 +41,10 @@ def _walkers(molecule, k: int, n: int):
 
 
 def steps(args, molecule) -> dict[int, float]:
-    print(f"## Training step: {args.system}, FermiNet defaults, {args.walkers} walkers, SPRING\n")
+    print(
+        f"## Training step: {args.system}, FermiNet defaults, {args.walkers} walkers, "
+        f"{args.optimizer}\n"
+    )
     print(
         "| K | median step (s) | compile (s) | vs one ground-state step | vs K ground-state steps |"
     )
@@ -48,7 +52,9 @@ def steps(args, molecule) -> dict[int, float]:
     mesh = parallel.make_mesh(1)
     times = {}
     for k in args.states:
-        config = Config(system=args.system, states=k, walkers=args.walkers)
+        config = Config(
+            system=args.system, states=k, walkers=args.walkers, optimizer=args.optimizer
+        )
         eigenstates = registry.eigenstates(config)
         net = registry.ansatz(molecule, config)
         energy = eigenstates.local_energy(hamiltonian.for_config(molecule, config), net)
@@ -122,6 +128,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--step-only", action="store_true", help="part 1 only (large K)")
+    parser.add_argument("--optimizer", default="spring", help="the step's optimiser")
     args = parser.parse_args()
     machine = platform.processor() or platform.machine()
     print(f"psijax {psijax.__version__}, jax {jax.__version__}, {machine}, "
