@@ -77,6 +77,12 @@ def main() -> None:
 def build_named(name, system_name, molecule, mesh):
     config = config_lib.Config(system=system_name, ansatz=name)
     config = sizing.for_system(config)  # walkers by the molecule, as a run
+    return build_step(config, molecule, mesh)
+
+
+def build_step(config, molecule, mesh):
+    """(network, compiled training step, its state after 20 burn-in steps, compile seconds,
+    parameter count) of ``config`` for ``molecule``, random parameters."""
     net = registry.ansatz(molecule, config)
     optimizer = registry.optimizer(config)
     local_energy = hamiltonian.for_config(molecule, config).local_energy(net)

@@ -21,17 +21,12 @@ import statistics
 import time
 
 import jax
-import jax.numpy as jnp
+from ansatz_step import build_step  # benchmarks/: the same compiled step
 
 import psijax
 from psijax import config as config_lib
-from psijax import hamiltonian, parallel, registry, sampling, system
-from psijax.parallel.batching import map_walkers
-from psijax.sampling import burn_in
+from psijax import parallel, system
 from psijax.system import sizing
-from psijax.training.job import step_config
-from psijax.training.state import train_state
-from psijax.training.step import make_step
 
 SYSTEMS = {
     "N2": {"system": "N2"},
@@ -85,26 +80,7 @@ def build(values, layers, mesh):
     molecule = system.for_config(config)
     config = sizing.sized(config, molecule)
     config = config_lib.from_dict({"walkers": 256}, config)
-    net = registry.ansatz(molecule, config)
-    optimizer = registry.optimizer(config)
-    local_energy = hamiltonian.for_config(molecule, config).local_energy(net)
-    sampler = registry.sampler(config, molecule)
-    keys = jax.random.split(jax.random.PRNGKey(0), 4)
-    params = net.init(keys[0], jnp.float32)
-    walkers = sampling.init_walkers(keys[1], molecule, config.walkers)
-    walkers, _, width = burn_in(
-        keys[2], sampler, lambda w: map_walkers(net.log_abs, params, w), walkers,
-        sampler.init(jnp.float32), n_steps=20,
-    )  # fmt: skip
-    state = train_state(net, optimizer, params, walkers, keys[3], sampler_state=width, mesh=mesh)
-    step = make_step(
-        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
-    )
-    t0 = time.perf_counter()
-    step = step.lower(state).compile()
-    compile_s = time.perf_counter() - t0
-    n_params = sum(x.size for x in jax.tree.leaves(params))
-    return net, step, state, compile_s, n_params
+    return build_step(config, molecule, mesh)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ steps, wall time and the ratio to the single run's, the final geometry's bond le
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import platform
 import subprocess
@@ -63,13 +64,12 @@ def main() -> None:
     for k, start in enumerate(args.starts.split("|")):
         run = out / f"relax-{k}"
         wall, status = _timed(["relax", "--system", start, "--out", str(run), "--force", "--quiet"])
-        rows = (run / "relax.csv").read_text().splitlines()[1:]
+        rows = list(csv.DictReader((run / "relax.csv").read_text().splitlines()))
         final = parse.from_xyz(run / "final.xyz")
         x = np.asarray(final.coords)
         lengths = [np.linalg.norm(x[i] - x[j]) for i, j in itertools.combinations(range(len(x)), 2)]
-        last = rows[-1].split(",")
-        energy, error = float(last[1]), float(last[2])
-        steps = sum(int(r.split(",")[6]) + int(r.split(",")[7]) for r in rows)
+        energy, error = float(rows[-1]["energy"]), float(rows[-1]["error"])
+        steps = sum(int(r["train_steps"]) + int(r["eval_steps"]) for r in rows)
         converged = status == 0  # psijax relax exits 1 at the cycle limit
         shown = ", ".join(f"{d:.4f}" for d in lengths)
         if len(x) == 2:

@@ -206,6 +206,13 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def given(args: argparse.Namespace) -> dict[str, Any]:
+    """The config keys the command was given: those its --config file sets, then its flags
+    (only these, so that a resumed job can tell what would change)."""
+    values = config_lib.read_values(args.config) if args.config else {}
+    return values | overrides(args)
+
+
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields given as flags."""
     return {

@@ -94,13 +94,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from psijax import config as config_lib
     from psijax import system
     from psijax.training.job import make_config, train
 
-    # only the keys the file sets, so that --resume can tell what would change
-    overrides = config_lib.read_values(args.config) if args.config else {}
-    overrides |= flags.overrides(args)
+    overrides = flags.given(args)
     if args.resume:
         if args.force:
             raise InputError("--resume and --force contradict each other; give only one")

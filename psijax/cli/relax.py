@@ -52,15 +52,13 @@ def add_parsers(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from psijax import config as config_lib
     from psijax import curves
     from psijax.curves.relax import RelaxSettings
     from psijax.rundir import train_files
     from psijax.training.job import make_config
     from psijax.training.saved import check_run
 
-    overrides = config_lib.read_values(args.config) if args.config else {}
-    overrides |= flags.overrides(args)
+    overrides = flags.given(args)
     if args.from_run:
         base = train_files.read_config(check_run(args.from_run))
         base = dataclasses.replace(base, init_from=str(args.from_run), steps=None)

@@ -38,12 +38,10 @@ def add_parsers(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from psijax import config as config_lib
     from psijax import curves, system
     from psijax.training.job import make_config
 
-    overrides = config_lib.read_values(args.config) if args.config else {}
-    overrides |= flags.overrides(args)
+    overrides = flags.given(args)
     config = make_config(**overrides)
     if args.frames == bool(args.bond or args.lengths):
         raise InputError(

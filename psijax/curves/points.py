@@ -21,6 +21,15 @@ CLOSEST = 0.2  # bohr: two nuclei nearer than this are "on top of each other"
 Point = tuple[float, Molecule]
 
 
+def config_at(config, molecule: Molecule, out) -> object:
+    """``config`` (a ``psijax.Config``) for ``molecule`` (its atoms in bohr, charge and spin),
+    writing to ``out``: one point of a scan or one cycle of a relaxation."""
+    return dataclasses.replace(
+        config, system=molecule.atom_string(), unit="bohr", charge=molecule.charge,
+        spin=molecule.spin, out=str(out),
+    )  # fmt: skip
+
+
 def parse_lengths(text: str) -> list[float]:
     """``"2.5:4.5:9"`` (9 evenly spaced values from 2.5 to 4.5) or ``"2.5,3,3.5"``."""
     try:

@@ -176,10 +176,7 @@ def relax(
     for k in range(settings.max_cycles):
         run = out / f"cycle-{k:02d}"
         here = dataclasses.replace(molecule, coords=tuple(map(tuple, coords)))
-        point = dataclasses.replace(
-            config, system=here.atom_string(), unit="bohr", charge=here.charge,
-            spin=here.spin, out=str(run),
-        )  # fmt: skip
+        point = points.config_at(config, here, run)
         if k or config.init_from:
             before = str(out / f"cycle-{k - 1:02d}") if k else config.init_from
             share = moved / settings.trust_radius if k else 1.0

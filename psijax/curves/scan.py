@@ -26,7 +26,7 @@ import numpy as np
 
 from psijax import config as config_lib
 from psijax.curves.claim import claim
-from psijax.curves.points import Point
+from psijax.curves.points import Point, config_at
 from psijax.statistics import Estimate
 
 LATER_FRACTION = 0.5  # the later points' energy (and convergence window): their last half
@@ -110,10 +110,7 @@ def scan(
     done: list[ScanPoint] = []
     for k, (coordinate, molecule) in enumerate(points):
         run = out / f"point-{k:02d}"
-        point = dataclasses.replace(
-            config, system=molecule.atom_string(), unit="bohr", charge=molecule.charge,
-            spin=molecule.spin, out=str(run),
-        )  # fmt: skip
+        point = config_at(config, molecule, run)
         if k:
             point = _later(point, done[0], out / f"point-{k - 1:02d}")
         if not (run / "summary.json").is_file():
