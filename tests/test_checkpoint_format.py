@@ -132,3 +132,19 @@ def test_arrays_that_do_not_match_their_checksums_are_refused_in_one_line(tmp_pa
     with pytest.raises(InputError, match=r"is damaged \(its arrays do not match their checksums\)"):
         reader.restore(template, {"molecule": "x"})
     reader.close()
+
+
+def test_opening_a_directory_keeps_the_newest_checkpoints_a_killed_run_left(tmp_path, template):
+    """A run killed after its last save but before orbax pruned the older ones has nothing
+    left to save when resumed; opening the directory prunes them."""
+    ckpts = checkpoint.Checkpoints(tmp_path, keep=4)
+    for step in (4, 8, 12):
+        ckpts.save(concrete(template)._replace(step=jnp.int32(step)), {"molecule": "x"})
+    ckpts.close()
+    reopened = checkpoint.Checkpoints(tmp_path, keep=2)
+    assert reopened.steps() == [8, 12]
+    reopened.close()
+    assert sorted(int(p.name) for p in (tmp_path / checkpoint.SUBDIR).iterdir()
+                  if p.name.isdigit()) == [8, 12]  # fmt: skip
+    reader = checkpoint.Checkpoints(tmp_path, read_only=True)  # a reader never deletes
+    assert reader.steps() == [8, 12]

@@ -16,7 +16,9 @@ back. Restoring takes a template whose leaves carry the *new* shardings, so a ru
 four devices continues on two, one or several processes.
 
 Saving is asynchronous: ``save`` returns once the arrays are copied off the devices, and
-the files are written by a background thread while training goes on.
+the files are written by a background thread while training goes on. orbax deletes the
+checkpoints past the newest ``keep`` after each save is complete; a process killed in
+between leaves one too many, which the next writer of that directory deletes on opening it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ class Checkpoints:
             enable_async_checkpointing=True,
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
+        if not read_only:  # a process killed between a save and orbax's pruning left more
+            for step in self.steps()[:-keep]:
+                self._manager.delete(step)
 
     def steps(self) -> list[int]:
         return sorted(self._manager.all_steps())
