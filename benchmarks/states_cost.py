@@ -3,12 +3,13 @@ total local energy.
 
     python benchmarks/states_cost.py [--system LiH] [--states 1 2 3] [--walkers 256]
                                      [--steps 12] [--repeats 10] [--step-only]
-                                     [--optimizer spring]
+                                     [--optimizer spring] [--networks shared separate]
 
 Part 1 builds the training step of the default job (FermiNet defaults, SPRING) for each
 K in ``--states`` on the same molecule, runs it ``--steps`` times after compiling, and
 prints the median step time against K times the ground state's (what K separate runs
-would cost per step). Part 2 times, on the same walkers and random parameters, the total
+would cost per step), for each way of building K states in ``--networks`` (one network
+whose determinants the states share out, or a network per state). Part 2 times, on the same walkers and random parameters, the total
 local energy of the K-state wavefunction two ways: per state (the K x K local energies
 of the energy matrix, what psijax does: it gives each state's energy too) and through the
 Laplacian of the whole determinant over all K copies of the electrons (the trace only).
@@ -46,14 +47,16 @@ def steps(args, molecule) -> dict[int, float]:
         f"{args.optimizer}\n"
     )
     print(
-        "| K | median step (s) | compile (s) | vs one ground-state step | vs K ground-state steps |"
+        "| K | states' network | median step (s) | compile (s) | vs one ground-state step "
+        "| vs K ground-state steps |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     mesh = parallel.make_mesh(1)
     times = {}
-    for k in args.states:
+    for k, network in [(k, n) for k in args.states for n in args.networks if k > 1 or n == args.networks[0]]:
         config = Config(
-            system=args.system, states=k, walkers=args.walkers, optimizer=args.optimizer
+            system=args.system, states=k, walkers=args.walkers, optimizer=args.optimizer,
+            states_network=network,
         )
         eigenstates = registry.eigenstates(config)
         net = registry.ansatz(molecule, config)
@@ -76,9 +79,12 @@ def steps(args, molecule) -> dict[int, float]:
             state, metrics = step(state)
             jax.block_until_ready(metrics)
             durations.append(time.perf_counter() - t0)
-        times[k] = statistics.median(durations)
-        one = times[k] / times[1] if 1 in times else float("nan")
-        print(f"| {k} | {times[k]:.3f} | {compile_s:.1f} | {one:.2f}x | {one / k:.2f}x |")
+        times[k, network] = statistics.median(durations)
+        ground = times.get((1, args.networks[0]), float("nan"))
+        one = times[k, network] / ground
+        label = network if k > 1 else "(one state)"
+        print(f"| {k} | {label} | {times[k, network]:.3f} | {compile_s:.1f} | {one:.2f}x | "
+              f"{one / k:.2f}x |")  # fmt: skip
     return times
 
 
@@ -129,6 +135,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--step-only", action="store_true", help="part 1 only (large K)")
     parser.add_argument("--optimizer", default="spring", help="the step's optimiser")
+    parser.add_argument("--networks", nargs="+", default=["shared", "separate"],
+                        help="how K states are built (config states_network)")
     args = parser.parse_args()
     machine = platform.processor() or platform.machine()
     print(f"psijax {psijax.__version__}, jax {jax.__version__}, {machine}, "

@@ -18,6 +18,11 @@ from psijax import precision, registry
 from psijax.errors import InputError
 
 
+# Several states: one network whose determinants the states share out ("shared", K network
+# evaluations per walker), or an independent network per state ("separate", K^2)
+STATES_NETWORKS = ("shared", "separate")
+
+
 def choices() -> dict[str, tuple[str, ...]]:
     """The choices of the fields that name an implementation: the registry's tables as they
     are now (an entry added at run time counts)."""
@@ -28,13 +33,14 @@ def choices() -> dict[str, tuple[str, ...]]:
         "sampler": tuple(registry.SAMPLERS),
         "matmul_precision": precision.PRECISIONS,
         "gram_precision": precision.PRECISIONS,
+        "states_network": STATES_NETWORKS,
     }
 
 
 CHOICES = choices()  # as psijax ships them (the command's --help)
 ECP_QUADRATURES = (4, 6, 12, 18, 26)  # psijax.hamiltonian.quadrature's rules
 MAX_SEED = 2**32 - 1  # PRNGKey overflows past 2**63; without x64, seeds past 2**32 collide
-MAX_STATES = 16  # the step costs K^2 ansatz evaluations per walker
+MAX_STATES = 16
 _TYPE_NAMES = {int: "whole number", float: "number", str: "string"}
 
 
@@ -75,6 +81,7 @@ class Config:
     determinants: int = 16
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
+    states_network: str = "shared"  # with states > 1 (psijax.ansatz.states)
     # The training step's sampler. "scaled-metropolis" scales each electron's step by its
     # distance to the nearest nucleus, as pretraining and burn-in do whatever this is
     # (psijax.training.start); not the default: Be ended 1.5 mHa further from exact
@@ -190,8 +197,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "system": ("system", "electrons", "rs", "charge", "spin", "unit", "ecp", "ecp_quadrature",
                "ecp_neighbours"),
     "ansatz": ("ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
-               "layer_norm", "jastrow", "determinants", "full_det", "states", "ecp_soft_core",
-               "matmul_precision"),
+               "layer_norm", "jastrow", "determinants", "full_det", "states", "states_network",
+               "ecp_soft_core", "matmul_precision"),
     "sampler": ("sampler", "walkers", "mcmc_moves", "burn_in_steps"),
     "optimizer": ("optimizer", "learning_rate", "decay_steps", "clip_scale", "laplacian",
                   "chunk_size", "jacobian_blocks", "gram_precision"),
@@ -219,7 +226,7 @@ ADDED_LATER = {
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
     "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
-    "electrons": None, "rs": None,
+    "electrons": None, "rs": None, "states_network": "separate",
 }  # fmt: skip
 
 
@@ -235,6 +242,8 @@ def identity(config: Config) -> dict[str, Any]:
     values = {name: getattr(config, name) for name in IDENTITY}
     if config.ecp is None:  # without ECP atoms the softening changes nothing
         values.pop("ecp_soft_core")
+    if config.states == 1:  # one state has one network either way
+        values.pop("states_network")
     return {k: v for k, v in values.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 

@@ -172,10 +172,20 @@ class LowestStates:
     states); its energy is their sum."""
 
     n_states: int = 2
+    shared: bool = True  # one network for all states where the ansatz allows it
 
     def network(self, net):
-        from psijax.ansatz.states import States
+        """The total wavefunction of K states of ``net`` (``psijax.ansatz.states``): with
+        ``shared``, ``net`` itself where the ansatz splits its determinants into groups
+        (``apply_groups``), its determinants shared out among the states (at least one
+        each), so that evaluating all K states costs about what one state's network
+        does; else K copies of ``net``."""
+        from psijax.ansatz.states import SharedStates, States
 
+        if self.shared and hasattr(net, "apply_groups"):
+            each = max(1, net.n_determinants // self.n_states)
+            split = dataclasses.replace(net, n_determinants=each * self.n_states)
+            return SharedStates(split, self.n_states)
         return States(net, self.n_states)
 
     def local_energy(self, hamiltonian, network):

@@ -95,7 +95,9 @@ def eigenstates(config: Config):
     """What the run solves for (``psijax.eigenstates``): the ground state, or the lowest
     ``config.states`` states at once."""
     ground, lowest = EIGENSTATES
-    return ground.load()() if config.states == 1 else lowest.load()(config.states)
+    if config.states == 1:
+        return ground.load()()
+    return lowest.load()(config.states, shared=config.states_network == "shared")
 
 
 def ansatz(molecule: Molecule, config: Config):

@@ -87,6 +87,15 @@ class MolecularAnsatz:
         return self._apply(params, r)
 
     @precision.of_ansatz
+    def apply_groups(self, params: Params, r: Array, groups: int) -> Psi:
+        """``groups`` wavefunctions ``Psi`` of ``[groups]`` from one evaluation of the
+        network: its determinants split into that many equal consecutive groups, each group
+        summed as ``apply`` sums all (times the one cusp factor). What several states with
+        one shared network are (``psijax.ansatz.states.SharedStates``)."""
+        psi = determinants(self._orbitals(params, r), groups)
+        return Psi(psi.sign, psi.log_abs + self._jastrow(params, r)) if self.jastrow else psi
+
+    @precision.of_ansatz
     def log_abs_tapped(self, params: Params, r: Array, tapped: taps.Taps) -> Array:
         """log|psi(r)| with the electron-wise dense layers tapped (``psijax.ansatz.taps``:
         SPRING's jacobian in factors)."""

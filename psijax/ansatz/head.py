@@ -144,13 +144,16 @@ def envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
     return jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * jnp.abs(sigma)[None]), pi)
 
 
-def determinants(matrices: list[Array]) -> Psi:
-    """psi = sum_k prod_blocks det(M_k) as sign and log|psi|."""
+def determinants(matrices: list[Array], groups: int | None = None) -> Psi:
+    """psi = sum_k prod_blocks det(M_k) as sign and log|psi|; with ``groups`` the
+    determinants split into that many equal consecutive groups, one psi ``[groups]`` each."""
     signs, logdets = None, None
     for mat in matrices:
         s, ld = slogdet_lib.slogdet(mat)
         signs = s if signs is None else signs * s
         logdets = ld if logdets is None else logdets + ld
+    if groups is not None:
+        signs, logdets = signs.reshape(groups, -1), logdets.reshape(groups, -1)
     return signed_logsumexp(signs, logdets)
 
 

@@ -65,6 +65,8 @@ HELP = {
     "determinants": "determinants summed in psi",
     "full_det": "one N x N determinant per term (false: up x down determinants)",
     "states": "the lowest K states in one run (natural excited states; 1: the ground state)",
+    "states_network": "with --states: one network whose determinants the states share out "
+    "(shared: K network evaluations per walker) or a network per state (separate: K^2)",
     "sampler": "how walkers are sampled from |psi|^2",
     "mcmc_moves": "MCMC moves per step",
     "clip_scale": "clip local energies at this many mean absolute deviations from the median",

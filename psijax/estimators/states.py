@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax.ansatz.states import States, scaled_matrix
+from psijax.ansatz.states import SharedStates, States, scaled_matrix
 from psijax.errors import InputError
 from psijax.estimators import spin as spin_lib
 from psijax.estimators.dipole import Dipole
@@ -112,7 +112,7 @@ class StatesObserved:
         return {n: out[n] for n in beside} | out  # each state's <S^2> beside its energy
 
 
-def spin_matrix(net: States, params: Params, r: Array) -> Array:
+def spin_matrix(net: States | SharedStates, params: Params, r: Array) -> Array:
     """The ``[K, K]`` S^2 matrix (S^2 Psi) Psi^-1 of one walker, (S^2 Psi)_ij =
     c psi_i(x^j) - sum_p psi_i(P_p x^j) (``psijax.estimators.spin``: c = S_z (S_z + 1) +
     N_down, P_p the exchanges of one up and one down electron): N_up N_down evaluations of
@@ -126,9 +126,9 @@ def spin_matrix(net: States, params: Params, r: Array) -> Array:
         return c * jnp.eye(net.n_states, dtype=r.dtype)
     scaled, shift = scaled_matrix(net.matrix(params, r))
     exchanged = net.copies(r)[:, spin_lib.exchanges(n_up, n_down)]  # [K, P, N, 3]
-    over_pairs = jax.vmap(net.base.apply, in_axes=(None, 0))
-    over_copies = jax.vmap(over_pairs, in_axes=(None, 0))
-    swapped = jax.vmap(over_copies, in_axes=(0, None))(params, exchanged)  # [K, K, P]
+    over_pairs = jax.vmap(net.each, in_axes=(None, 0))
+    swapped = jax.vmap(over_pairs, in_axes=(None, 0))(params, exchanged)  # [copy, P, state]
+    swapped = jax.tree.map(lambda a: jnp.transpose(a, (2, 0, 1)), swapped)  # [K, K, P]
     applied = c * scaled - jnp.sum(
         swapped.sign * jnp.exp(swapped.log_abs - shift[None, :, None]), axis=-1
     )

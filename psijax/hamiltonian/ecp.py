@@ -153,7 +153,8 @@ class EcpNonlocal:
         psi = walker.psi  # outside the loop below: computed once, in this trace
 
         def ratios(center: Array, distance: Array, directions: Array, near: Array) -> Array:
-            """psi(r')/psi(r) [K, Q]: each of one nucleus' K electrons moved to each point."""
+            """psi(r')/psi(r) [K, Q, S]: each of one nucleus' K electrons moved to each
+            point, for each of the S outputs of psi (1 for one wavefunction)."""
             moved = center + distance[:, None, None] * directions  # [K, Q, 3]
             one_hot = (near[:, None] == jnp.arange(n))[:, None, :, None]  # [K, 1, N, 1]
             configs = jnp.where(one_hot, moved[:, :, None, :], r)  # [K, Q, N, 3]
@@ -161,7 +162,7 @@ class EcpNonlocal:
                 configs.reshape(-1, n, 3)
             )
             ratio = (moved_psi.sign * psi.sign) * jnp.exp(moved_psi.log_abs - psi.log_abs)
-            return ratio.reshape(directions.shape[:2])
+            return ratio.reshape(*directions.shape[:2], -1)
 
         # one nucleus at a time: K x Q evaluations of psi alive at once, not A x K x Q
         ratio = jax.lax.map(lambda a: ratios(*a), (centers, distance, directions, near))
@@ -169,13 +170,14 @@ class EcpNonlocal:
         terms = jnp.asarray(self.terms, dtype)  # [A, L, T, 3]
         radial = _radial(terms[:, :, None], distance[:, None, :])  # [A, L, K]
         inside = distance < jnp.asarray(self.cutoffs, dtype)[:, None]  # [A, K]
-        total = jnp.zeros((), dtype)
+        total = jnp.zeros(ratio.shape[-1:], dtype)
         for ell in range(n_l):
-            projector = (2 * ell + 1) * jnp.sum(
-                weights * quadrature.legendre(ell, cosine) * ratio, axis=-1
-            )  # [A, K]
-            total = total + jnp.sum(jnp.where(inside, radial[:, ell] * projector, 0.0))
-        return {"ecp_nonlocal": total}
+            projector = (2 * ell + 1) * jnp.einsum(
+                "q,akq,akqs->aks", weights, quadrature.legendre(ell, cosine), ratio
+            )  # [A, K, S]
+            weighted = jnp.where(inside[..., None], radial[:, ell, :, None] * projector, 0.0)
+            total = total + jnp.sum(weighted, axis=(0, 1))
+        return {"ecp_nonlocal": total.reshape(psi.log_abs.shape)}
 
 
 def cutoff_radius(ecp: tables.Ecp) -> float:

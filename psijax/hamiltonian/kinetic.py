@@ -19,7 +19,8 @@ class Kinetic:
     needs_key: bool = False
 
     def __call__(self, walker: Walker, key: Array | None = None) -> dict[str, Array]:
-        return {"kinetic": -0.5 * (walker.lap + jnp.sum(walker.grad**2))}
+        # over the electrons' coordinates: one value per output of a psi with several
+        return {"kinetic": -0.5 * (walker.lap + jnp.sum(walker.grad**2, axis=(-2, -1)))}
 
 
 def kinetic_energy(op: LaplacianOperator, log_abs: LogAbs, params: Params, r: Array) -> Array:

@@ -20,8 +20,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from psijax.ansatz.states import States, scaled_matrix
-from psijax.hamiltonian.base import Hamiltonian
+from psijax.ansatz.states import SharedStates, States, scaled_matrix
+from psijax.hamiltonian.base import Hamiltonian, PsiFunctions
 from psijax.types import Array, Params
 
 MATRIX = "energy_matrix"  # the name of the loss's per-walker [K, K] extra output
@@ -33,7 +33,7 @@ class StatesEnergy:
     ``net`` (Hartree); ``matrices`` gives every component's matrix."""
 
     hamiltonian: Hamiltonian
-    net: States
+    net: States | SharedStates
 
     @property
     def needs_key(self) -> bool:
@@ -45,6 +45,8 @@ class StatesEnergy:
 
     def pairs(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
         """Every component of the local energy of state i at copy j, ``[K, K]`` each."""
+        if isinstance(self.net, SharedStates):
+            return self._by_copy(params, r, key)
         k = self.net.n_states
         local = self.hamiltonian.local_energy(self.net.base)
         x = self.net.copies(r)
@@ -58,6 +60,22 @@ class StatesEnergy:
         over_copies = jax.vmap(one, in_axes=(None, 0, 0 if keys is not None else None))
         over_states = jax.vmap(over_copies, in_axes=(0, None, 0 if keys is not None else None))
         return over_states(params, x, keys)
+
+    def _by_copy(self, params: Params, r: Array, key: Array | None) -> dict[str, Array]:
+        """``pairs`` of states that share one network: at each copy, every term for all
+        states at once (one Laplacian of the network's K outputs; a potential that psi does
+        not enter, computed once for all states)."""
+        k = self.net.n_states
+        psi = PsiFunctions(lambda p, x: self.net.each(p, x).log_abs, self.net.each)
+        local = self.hamiltonian.local_energy(psi)
+        keys = jax.random.split(key, k) if self.needs_key else None
+        # one copy after the other: batched over walkers, each pass keeps the batch of a
+        # ground state's (a batch K times larger spills the caches: LiH's K = 4 took twice
+        # the time of four passes on a 2-core CPU)
+        parts = jax.lax.map(
+            lambda xk: local.parts(params, xk[0], xk[1]), (self.net.copies(r), keys)
+        )  # {component: [copy] or [copy, state]}
+        return {c: jnp.broadcast_to(v.reshape(k, -1), (k, k)).T for c, v in parts.items()}
 
     def matrices(
         self, params: Params, r: Array, key: Array | None = None,
@@ -91,5 +109,5 @@ class StatesEnergy:
         return jnp.trace(self.matrix(params, r, key))
 
 
-def local_energy(hamiltonian: Hamiltonian, net: States) -> StatesEnergy:
+def local_energy(hamiltonian: Hamiltonian, net: States | SharedStates) -> StatesEnergy:
     return StatesEnergy(hamiltonian, net)

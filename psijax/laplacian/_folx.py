@@ -51,7 +51,9 @@ _CASTS = ("pvary", "pcast")
 
 
 def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[Array, Array, Array]:
-    """(f(x), grad f(x), lap f(x)) by folx's forward Laplacian; see the module docstring."""
+    """(f(x), grad f(x), lap f(x)) by folx's forward Laplacian; see the module docstring.
+    For ``f`` with outputs of shape ``S`` they have the shapes ``S``, ``S + x.shape`` and
+    ``S``: one pass for all, sharing the work of everything the outputs have in common."""
     if sparsity_threshold > 0 and not _eager_evaluation_works():
         sparsity_threshold = 0  # folx's sparsity bookkeeping needs it (#4): go dense
     flat = x.reshape(-1)
@@ -79,9 +81,11 @@ def forward_laplacian(f: ScalarFn, x: Array, sparsity_threshold: int) -> tuple[A
             "function; use laplacian.Forward() (dense) or laplacian.Loop() for it"
         ) from None
     if not isinstance(out, FwdLaplArray):  # f does not depend on x
-        grad = jnp.zeros_like(x)
+        grad = jnp.zeros((*jnp.shape(out), *x.shape), x.dtype)
         return out, grad.astype(out.dtype) if jnp.iscomplexobj(out) else grad, jnp.zeros_like(out)
-    return out.x, out.jacobian.dense_array.reshape(x.shape), out.laplacian
+    # folx's jacobian is [input coordinates, *output shape]: the gradient of each output
+    jacobian = out.jacobian.dense_array.reshape(flat.size, -1).T
+    return out.x, jacobian.reshape(*out.x.shape, *x.shape), out.laplacian
 
 
 def _flatten(closed: ClosedJaxpr) -> Callable[[Array], list[Array]]:

@@ -9,12 +9,20 @@ varying walker, ``_folx``). A complex-valued ``f`` gets a complex gradient and L
 ``Hessian`` and ``Loop`` differentiate ``[Re f, Im f]``, which JAX's reverse mode takes,
 and the forward operators carry complex values (``_folx_complex``); a complex ``x`` is
 refused.
+
+``f`` may also return an array of shape ``S`` (several functions of one walker, such as
+several states from one network): the value, gradient and Laplacian then have the shapes
+``S``, ``S + x.shape`` and ``S``. The forward operators compute all of them in one pass,
+sharing the work of what the outputs have in common; ``Hessian`` and ``Loop``
+differentiate each output by itself.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
+import math
 from collections.abc import Callable
 
 import jax
@@ -39,9 +47,14 @@ class _Operator(abc.ABC):
                     "parts of a complex input as one real array (the function's value may "
                     "be complex)"
                 )
+            several = jax.eval_shape(f, x).shape
+            if several and not self.shares_outputs:
+                return on_auto_axes(functools.partial(_each_output, self._apply, several), f, x)
             return on_auto_axes(self._apply, f, x)
 
         return apply
+
+    shares_outputs = False  # whether ``_apply`` takes an f of several outputs in one pass
 
     @abc.abstractmethod
     def _apply(self, f: ScalarFn, x: Array) -> Derivatives: ...
@@ -105,6 +118,8 @@ class Loop(_Operator):
 class Forward(_Operator):
     """folx's dense forward Laplacian: value, gradient and Laplacian in one pass."""
 
+    shares_outputs = True
+
     def _apply(self, f: ScalarFn, x: Array) -> Derivatives:
         return forward_laplacian(f, x, sparsity_threshold=0)
 
@@ -119,6 +134,7 @@ class ForwardSparse(_Operator):
     """
 
     threshold: float = 0.6
+    shares_outputs = True
 
     def __post_init__(self) -> None:
         if not self.threshold > 0:
@@ -131,6 +147,15 @@ class ForwardSparse(_Operator):
         n = x.size
         t = self.threshold
         return forward_laplacian(f, x, sparsity_threshold=int(t * n) if t < 1 else int(t))
+
+
+def _each_output(
+    apply: Callable[[ScalarFn, Array], Derivatives], shape: tuple[int, ...], f, x: Array
+) -> Derivatives:
+    """``apply`` to each output of ``f`` (of ``shape``) by itself, stacked."""
+    one = lambda i: apply(lambda y: f(y).reshape(-1)[i], x)
+    value, grad, lap = jax.vmap(one)(jnp.arange(math.prod(shape)))
+    return value.reshape(shape), grad.reshape(*shape, *x.shape), lap.reshape(shape)
 
 
 def _flat(f: ScalarFn, shape: tuple[int, ...]) -> Callable[[Array], Array]:

@@ -7,6 +7,9 @@ independent from the first step, so that det[psi_i(x^j)] is far from zero, and p
 near a low-lying configuration; training then mixes them into the lowest K states. Each
 state is pretrained as a ground state would be (``psijax.training.pretrain``), on walkers
 of its own, which become that state's copy of the electrons in the total wavefunction.
+States that share one network (``SharedStates``) are pretrained one after the other on it,
+each moving the shared layers on; each state's orbital projection is then solved again by
+least squares on the layers as they end.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax.ansatz.states import States
+from psijax.ansatz.states import SharedStates, States
 from psijax.errors import InputError
-from psijax.system.scf import HartreeFock
+from psijax.system.scf import HartreeFock, hf_orbital_basis
 from psijax.training import pretrain as pretrain_lib
 from psijax.types import Array, Params, Walkers
 
@@ -88,7 +91,7 @@ def configurations(hf: HartreeFock, k: int, basis: str) -> list[tuple[str, Hartr
 
 def pretrain(
     key: Array,
-    net: States,
+    net: States | SharedStates,
     params: Params,
     molecule,
     walkers: Walkers,
@@ -105,16 +108,30 @@ def pretrain(
     k, n = net.n_states, net.electrons_per_copy
     targets = configurations(hf, k, basis)
     copies = walkers.reshape(walkers.shape[0], k, n, 3)
-    fitted, moved, losses = [], [], []
+    moved, losses = [], []
     for i, (what, config) in enumerate(targets):
         note(f"state {i}: {what}")
         p, w, loss = pretrain_lib.pretrain(
-            jax.random.fold_in(key, i), net.base, net.state(params, i), molecule,
+            jax.random.fold_in(key, i), net.state_net, net.state(params, i), molecule,
             copies[:, i], hf=config, basis=basis, **settings,
         )  # fmt: skip
-        fitted.append(p)
+        params = net.with_state(params, i, p)
         moved.append(w)
         losses.append(loss)
-    params = jax.tree.map(lambda *leaves: jnp.stack(leaves), *fitted)
+    if isinstance(net, SharedStates):  # the layers moved on after the earlier states' fits
+        params = _refit_heads(net, params, moved, [config for _, config in targets])
     walkers = jnp.stack(moved, axis=1).reshape(walkers.shape)
     return params, walkers, losses
+
+
+def _refit_heads(net: SharedStates, params: Params, walkers: list, targets: list) -> Params:
+    """Each state's orbital projection fitted again by least squares to its configuration
+    at its walkers, on the shared layers as the last state's pretraining left them."""
+    one = net.state_net
+    if not pretrain_lib.fits_head(one):
+        return params
+    for i, (w, config) in enumerate(zip(walkers, targets, strict=True)):
+        orbitals, coefficients = hf_orbital_basis(config)
+        up, down = orbitals(w, jax.tree.map(lambda c: jnp.asarray(c, w.dtype), coefficients))
+        params = net.with_state(params, i, pretrain_lib.fit_head(one, net.state(params, i), w, up, down))
+    return params
