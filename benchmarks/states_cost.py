@@ -7,7 +7,8 @@ total local energy.
 
 Part 1 builds the training step of the default job (FermiNet defaults, SPRING) for each
 K in ``--states`` on the same molecule, runs it ``--steps`` times after compiling, and
-prints the median step time against K times the ground state's (what K separate runs
+prints the median step time (the steps of all K taken in turn, so that load from other
+work hits them alike) against K times the ground state's (what K separate runs
 would cost per step), for each way of building K states in ``--networks`` (one network
 whose determinants the states share out, or a network per state). Part 2 times, on the same walkers and random parameters, the total
 local energy of the K-state wavefunction two ways: per state (the K x K local energies
@@ -52,7 +53,7 @@ def steps(args, molecule) -> dict[int, float]:
     )
     print("|---|---|---|---|---|---|")
     mesh = parallel.make_mesh(1)
-    times = {}
+    built = {}
     for k, network in [(k, n) for k in args.states for n in args.networks if k > 1 or n == args.networks[0]]:
         config = Config(
             system=args.system, states=k, walkers=args.walkers, optimizer=args.optimizer,
@@ -73,17 +74,21 @@ def steps(args, molecule) -> dict[int, float]:
         step = step.lower(template).compile()
         compile_s = time.perf_counter() - t0
         state, _ = step(state)
-        durations = []
-        for _ in range(args.steps):
+        built[k, network] = [step, state, compile_s, []]
+    for _ in range(args.steps):  # one step of each in turn: load from other work hits all alike
+        for entry in built.values():
+            step, state = entry[0], entry[1]
             t0 = time.perf_counter()
             state, metrics = step(state)
             jax.block_until_ready(metrics)
-            durations.append(time.perf_counter() - t0)
-        times[k, network] = statistics.median(durations)
-        ground = times.get((1, args.networks[0]), float("nan"))
-        one = times[k, network] / ground
+            entry[3].append(time.perf_counter() - t0)
+            entry[1] = state
+    times = {key: statistics.median(entry[3]) for key, entry in built.items()}
+    ground = times.get((1, args.networks[0]), float("nan"))
+    for (k, network), median in times.items():
+        one = median / ground
         label = network if k > 1 else "(one state)"
-        print(f"| {k} | {label} | {times[k, network]:.3f} | {compile_s:.1f} | {one:.2f}x | "
+        print(f"| {k} | {label} | {median:.3f} | {built[k, network][2]:.1f} | {one:.2f}x | "
               f"{one / k:.2f}x |")  # fmt: skip
     return times
 

@@ -62,11 +62,12 @@ HELP = {
     "attention_head_dim": "PsiFormer width of each attention head",
     "layer_norm": "PsiFormer LayerNorm before attention and MLP",
     "jastrow": "electron-electron cusp Jastrow factor (FermiNet and PsiFormer)",
-    "determinants": "determinants summed in psi",
+    "determinants": "determinants summed in psi (with --states, shared out among the states)",
     "full_det": "one N x N determinant per term (false: up x down determinants)",
     "states": "the lowest K states in one run (natural excited states; 1: the ground state)",
     "states_network": "with --states: one network whose determinants the states share out "
-    "(shared: K network evaluations per walker) or a network per state (separate: K^2)",
+    "(shared: K network evaluations per walker) or a network per state with all the "
+    "determinants each (separate: K^2)",
     "sampler": "how walkers are sampled from |psi|^2",
     "mcmc_moves": "MCMC moves per step",
     "clip_scale": "clip local energies at this many mean absolute deviations from the median",
