@@ -180,6 +180,14 @@ def test_train_resume_evaluate_and_load(tmp_path):
     assert np.all(np.isfinite(evaluation.energies))
     assert {"energy", "kinetic", "electron_electron", "s2"} <= set(evaluation.estimates)
     assert not any(k.startswith(("dipole", "force")) for k in evaluation.estimates)
+    evaluated = json.loads((out / "eval" / "summary.json").read_text())
+    assert evaluated["energy_per"] == "cell" and evaluated["electrons"] == 14
+    energy = evaluated["estimates"]["energy"]
+    assert evaluated["energy_per_electron"] == pytest.approx(energy["mean"] / 14)
+    assert evaluated["energy_per_electron_error"] == pytest.approx(energy["error"] / 14)
+    from psijax.rundir.report import report
+
+    assert "per electron" in report(out)
     wf = psijax.load(out)
     assert isinstance(wf.molecule, ElectronGas) and wf.step == 6
     energies = np.asarray(wf.local_energy(wf.walkers[:4]))

@@ -122,15 +122,27 @@ def _train(args: argparse.Namespace) -> int:
 EV_PER_HARTREE = 27.211386245988  # CODATA 2018
 
 
+def per_cell(system) -> str | None:
+    """What a periodic system's energy is per, in words; None for a molecule."""
+    if getattr(system, "lattice", None) is None:
+        return None
+    return (f"the energy is per cell of {system.n_electrons} electrons, volume "
+            f"{system.lattice.volume:.4g} bohr^3" + (f", rs {system.rs:g}" if system.rs else ""))  # fmt: skip
+
+
 def final_lines(result) -> list[str]:
     """The report at the end of a run: energy, exact value, time, outputs, what next."""
     from psijax.run.progress import describe_estimate
-    from psijax.statistics import tail_note
+    from psijax.statistics import Estimate, tail_note
 
     config = result.config
     lines = [f"system      {config.system}"]
     if result.states is None:
         lines.append(f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})")
+        if (cell := per_cell(result.molecule)) is not None:
+            n = result.molecule.n_electrons
+            per = Estimate(result.energy.mean / n, result.energy.error / n, 0, 0, 0, 0.0)
+            lines.append(f"per electron {per} Ha   ({cell})")
         if note := tail_note(result.energies, result.energy):
             lines.append(f"tail        {note}")
     else:

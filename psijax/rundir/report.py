@@ -67,6 +67,11 @@ def summarize(
     }
     if "energy" in estimates:
         summary["energy_text"] = str(estimates["energy"])
+        if summary["training"].get("energy_per") == "cell":  # a periodic system's, per cell
+            n = summary["training"]["electrons"]
+            summary |= {"energy_per": "cell", "electrons": n,
+                        "energy_per_electron": estimates["energy"].mean / n,
+                        "energy_per_electron_error": estimates["energy"].error / n}  # fmt: skip
         energies = [float(r.get("energy", np.nan)) for r in rows]
         if note := tail_note(energies, estimates["energy"]):
             summary["energy_tail"] = note
@@ -79,7 +84,8 @@ def _training(run: Path) -> dict[str, Any]:
         saved = json.loads((run / "summary.json").read_text())
     except (OSError, ValueError):
         return {}
-    keys = ("energy", "energy_error", "energy_text", "eval_steps", "steps", "exact")
+    keys = ("energy", "energy_error", "energy_text", "eval_steps", "steps", "exact",
+            "electrons", "energy_per", "rs", "cell_volume")  # fmt: skip
     return {k: saved.get(k) for k in keys if k in saved}
 
 
@@ -124,6 +130,11 @@ def format_summary(summary: dict) -> str:
             if name.startswith(("state_", "excitation_")):  # energies: to their error bar
                 value = str(Estimate(d["mean"], d["error"], 0, 0, 0, 0.0))
             lines.append(f"{name:<24}{value} {d.get('unit', '')}".rstrip())
+    if summary.get("energy_per") == "cell":
+        per = Estimate(summary["energy_per_electron"], summary["energy_per_electron_error"],
+                       0, 0, 0, 0.0)  # fmt: skip
+        lines.append(f"{_line('per electron', '')}{per} Ha   (the energy is per cell of "
+                     f"{summary['electrons']} electrons)")  # fmt: skip
     training = summary.get("training", {})
     est = summary.get("estimates", {}).get("energy")
     if training.get("energy") is not None and est:
