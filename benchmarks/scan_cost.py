@@ -1,13 +1,14 @@
 """A scan's cost and curve against one single-point run, measured in one go.
 
     python benchmarks/scan_cost.py [--system LiH] [--lengths 2.5:4.5:8]
-                                   [--reference ref.csv] [--out DIR]
+                                   [--reference ref.csv] [--out DIR] [--seed N]
 
 Runs, one after the other as separate commands (as a user would), ``psijax train --system
 SYSTEM`` (the defaults) and ``psijax scan --system SYSTEM --bond 1-2 --lengths LENGTHS``,
 and prints every point's energy and steps, against a reference curve where ``--reference``
 gives one (a CSV of ``length,energy`` in bohr and Hartree, interpolated by a cubic
 spline), the fitted minimum, and the scan's steps and wall time against the single run's.
+``--seed`` is passed to both commands (0, psijax's default, when not given).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--lengths", default="2.5:4.5:8")
     parser.add_argument("--reference", default=None)
     parser.add_argument("--out", default="/tmp/psijax-scan-bench")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     import jax
     from scipy.interpolate import CubicSpline
@@ -52,13 +54,14 @@ def main() -> None:
 
     out = Path(args.out)
     print(f"# psijax {psijax.__version__}, jax {jax.__version__}, python "
-          f"{platform.python_version()}, {_cpu_name()}")  # fmt: skip
+          f"{platform.python_version()}, {_cpu_name()}, seed {args.seed}")  # fmt: skip
+    seed = ["--seed", str(args.seed)]
     single = _timed(["train", "--system", args.system, "--out", str(out / "single"),
-                     "--force", "--quiet"])  # fmt: skip
+                     "--force", "--quiet", *seed])  # fmt: skip
     summary = json.loads((out / "single" / "summary.json").read_text())
     single_steps = int(summary["steps_run"])
     wall = _timed(["scan", "--system", args.system, "--bond", "1-2", "--lengths", args.lengths,
-                   "--out", str(out / "scan"), "--force", "--quiet"])  # fmt: skip
+                   "--out", str(out / "scan"), "--force", "--quiet", *seed])  # fmt: skip
     rows = list(csv.DictReader((out / "scan" / "scan.csv").read_text().splitlines()))
     reference = None
     if args.reference:

@@ -240,3 +240,19 @@ def test_checkpoint_identity_of_a_default_run_is_unchanged_by_new_fields():
     for name, value in (("ansatz", "psiformer"), ("full_det", False)):
         changed = config_lib.identity(config_lib.Config(**{name: value}))
         assert changed[name] == value
+
+
+def test_no_envelope_decays_slower_than_the_floor():
+    """An envelope exponent below ``ENVELOPE_FLOOR`` acts as the floor (and learns nothing:
+    its gradient is zero); above it, the envelope and its gradient are the exponent's own."""
+    from psijax.ansatz.head import ENVELOPE_FLOOR, envelope
+
+    r_ae = jnp.array([[0.5, 3.0], [12.0, 9.0]])  # [electrons, atoms]
+    sigma = jnp.array([[0.05, 1.3], [-0.2, 0.8]])  # [atoms, orbitals]
+    pi = jnp.array([[0.9, 1.1], [0.7, 0.4]])
+    floored = jnp.array([[ENVELOPE_FLOOR, 1.3], [ENVELOPE_FLOOR, 0.8]])
+    expected = jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * floored[None]), pi)
+    np.testing.assert_allclose(envelope(r_ae, sigma, pi), expected, rtol=1e-6)
+    grad = jax.grad(lambda s: jnp.sum(envelope(r_ae, s, pi)))(sigma)
+    assert float(grad[0, 0]) == float(grad[1, 0]) == 0.0
+    assert float(grad[0, 1]) != 0.0 and float(grad[1, 1]) != 0.0

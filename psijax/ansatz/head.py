@@ -139,9 +139,21 @@ def _weighted_grams(weights: Array, feats: Array) -> Array:
     return upper[:, where]
 
 
+# 1/bohr: no envelope decays slower. Far from the nuclei a bound electron's psi falls as
+# exp(-sqrt(2 IP) r); with the first ionisation energy of every neutral atom (caesium's
+# 3.9 eV the lowest) that is at least 0.53/bohr. Where training let one envelope decay
+# at 0.1-0.2/bohr (LiH, seed 0), psi kept a tail far from the molecule that the walkers
+# rarely reached, but one that did stayed there for hundreds of steps with a local energy
+# about 1 Ha too high: the energy rose 3 mHa for as long (docs/curves.md, "What a scan
+# costs"). An anion's or a Rydberg state's outer electron decays more slowly than this.
+ENVELOPE_FLOOR = 0.5
+
+
 def envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
-    """Isotropic exponential envelope: sum_m pi_mo exp(-|sigma_mo| r_im) -> [count, orbitals]."""
-    return jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * jnp.abs(sigma)[None]), pi)
+    """Isotropic exponential envelope: sum_m pi_mo exp(-max(|sigma_mo|, ENVELOPE_FLOOR) r_im)
+    -> [count, orbitals]. An exponent below the floor acts as the floor, with no gradient."""
+    decay = jnp.maximum(jnp.abs(sigma), ENVELOPE_FLOOR)
+    return jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * decay[None]), pi)
 
 
 def determinants(matrices: list[Array], groups: int | None = None) -> Psi:
