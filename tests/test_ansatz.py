@@ -252,7 +252,24 @@ def test_no_envelope_decays_slower_than_the_floor():
     pi = jnp.array([[0.9, 1.1], [0.7, 0.4]])
     floored = jnp.array([[ENVELOPE_FLOOR, 1.3], [ENVELOPE_FLOOR, 0.8]])
     expected = jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * floored[None]), pi)
-    np.testing.assert_allclose(envelope(r_ae, sigma, pi), expected, rtol=1e-6)
-    grad = jax.grad(lambda s: jnp.sum(envelope(r_ae, s, pi)))(sigma)
+    np.testing.assert_allclose(envelope(r_ae, sigma, pi, ENVELOPE_FLOOR), expected, rtol=1e-6)
+    grad = jax.grad(lambda s: jnp.sum(envelope(r_ae, s, pi, ENVELOPE_FLOOR)))(sigma)
     assert float(grad[0, 0]) == float(grad[1, 0]) == 0.0
     assert float(grad[0, 1]) != 0.0 and float(grad[1, 1]) != 0.0
+
+
+def test_only_a_neutral_or_positive_ground_state_gets_the_envelope_floor():
+    """An anion's outer electron and excited states decay more slowly than the floor."""
+    from psijax.ansatz.head import ENVELOPE_FLOOR
+
+    def floor(system_name, **overrides):
+        config = config_lib.Config(system=system_name, **overrides)
+        molecule = system.for_config(config)
+        net = registry.ansatz(molecule, config)
+        return getattr(net, "base", net).head.decay_floor
+
+    assert floor("LiH") == ENVELOPE_FLOOR
+    assert floor("LiH", ansatz="psiformer") == ENVELOPE_FLOOR
+    assert floor("H 0 0 0; H 0 0 1.4", charge=1, spin=1) == ENVELOPE_FLOOR
+    assert floor("H", charge=-1) == 0.0
+    assert floor("He", states=2) == 0.0

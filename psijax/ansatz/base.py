@@ -55,8 +55,8 @@ class Ansatz(Protocol):
 
 class MolecularAnsatz:
     """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
-    ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow`` and
-    ``matmul_precision``, an ``_init(normal, dtype)`` and ``_features(params, r, tapped)``:
+    ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow``,
+    ``envelope_floor`` and ``matmul_precision``, an ``_init(normal, dtype)`` and ``_features(params, r, tapped)``:
     electron and atom counts, the orbital head, the orbitals and psi from the features
     (times the cusp factor, ``psijax.ansatz.jastrow``), ``log_abs``, ``log_abs_tapped``
     (``psijax.ansatz.taps``) and ``init`` as one program."""
@@ -71,7 +71,10 @@ class MolecularAnsatz:
 
     @property
     def head(self) -> OrbitalHead:
-        return OrbitalHead(self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det)
+        return OrbitalHead(
+            self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det,
+            self.envelope_floor,
+        )
 
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from psijax.ansatz import features, taps
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import MolecularAnsatz, nuclei_of, soft_core_of
+from psijax.ansatz.head import envelope_floor
 from psijax.types import Array, Normal, Params
 
 
@@ -36,6 +37,8 @@ class FermiNet(MolecularAnsatz):
             (``psijax.ansatz.jastrow``).
         soft_core: per atom, the softening (bohr) of its distances (effective core
             potentials; empty: none).
+        envelope_floor: the slowest envelope decay, 1/bohr (``head.ENVELOPE_FLOOR`` for a
+            neutral or positive molecule's ground state; 0: none).
         matmul_precision: float32 products of every evaluation at this precision
             (``psijax.precision``; None: JAX's setting).
     """
@@ -48,6 +51,7 @@ class FermiNet(MolecularAnsatz):
     full_det: bool = True
     jastrow: bool = True
     soft_core: tuple[float, ...] = ()  # per atom, bohr: see features.electron_nucleus
+    envelope_floor: float = 0.0  # 1/bohr: see head.ENVELOPE_FLOOR
     matmul_precision: str | None = "highest"  # psijax.precision.PRECISIONS, as Config
 
     # ----------------------------------------------------------------- init
@@ -135,4 +139,5 @@ def from_config(molecule, config) -> FermiNet:
         layers=config.layers, n_determinants=config.determinants, full_det=config.full_det,
         jastrow=config.jastrow,
         soft_core=soft_core_of(molecule, config), matmul_precision=config.matmul_precision,
+        envelope_floor=envelope_floor(molecule, config),
     )  # fmt: skip

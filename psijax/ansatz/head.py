@@ -28,6 +28,7 @@ class OrbitalHead:
     n_atoms: int
     n_determinants: int = 8
     full_det: bool = True
+    decay_floor: float = 0.0  # 1/bohr: no envelope decays slower (``ENVELOPE_FLOOR``)
 
     def _spins(self):
         return (("up", 0, self.n_up), ("down", self.n_up, self.n_down))
@@ -61,7 +62,9 @@ class OrbitalHead:
             sl = slice(start, start + count)
             # [count, k * orbitals per determinant]
             phi = taps.dense(h[sl], params[spin]["w"], tapped, ("orbitals", spin, "w"))
-            env = envelope(r_ae[sl], params[spin + "_sigma"], params[spin + "_pi"])
+            env = envelope(
+                r_ae[sl], params[spin + "_sigma"], params[spin + "_pi"], self.decay_floor
+            )
             phi = (phi * env).reshape(count, k, -1)  # [count, k, orbitals]
             blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, orbitals]
         if self.full_det:
@@ -89,8 +92,8 @@ class OrbitalHead:
             block = self._block_targets(targets, spin, start, count)  # [W, count, per_det]
             sl = slice(start, start + count)
             feats = h[:, sl].reshape(-1, h.shape[-1])  # [S, F] over walkers and electrons
-            env = jax.vmap(envelope, (0, None, None))(
-                r_ae[:, sl], params[spin + "_sigma"], params[spin + "_pi"]
+            env = jax.vmap(envelope, (0, None, None, None))(
+                r_ae[:, sl], params[spin + "_sigma"], params[spin + "_pi"], self.decay_floor
             ).reshape(feats.shape[0], -1)  # [S, k * per_det]
             goal = jnp.tile(block.reshape(feats.shape[0], -1), (1, k))  # [S, k * per_det]
             gram = _weighted_grams(env**2, feats)  # [columns, F, F]
@@ -139,20 +142,27 @@ def _weighted_grams(weights: Array, feats: Array) -> Array:
     return upper[:, where]
 
 
-# 1/bohr: no envelope decays slower. Far from the nuclei a bound electron's psi falls as
+# 1/bohr: no envelope of a neutral or positive molecule's ground state decays slower
+# (``envelope_floor``). Far from the nuclei a bound electron's psi falls as
 # exp(-sqrt(2 IP) r); with the first ionisation energy of every neutral atom (caesium's
 # 3.9 eV the lowest) that is at least 0.53/bohr. Where training let one envelope decay
 # at 0.1-0.2/bohr (LiH, seed 0), psi kept a tail far from the molecule that the walkers
 # rarely reached, but one that did stayed there for hundreds of steps with a local energy
 # about 1 Ha too high: the energy rose 3 mHa for as long (docs/curves.md, "What a scan
-# costs"). An anion's or a Rydberg state's outer electron decays more slowly than this.
+# costs"). An anion's or an excited state's outer electron decays more slowly than this:
+# those take no floor.
 ENVELOPE_FLOOR = 0.5
 
 
-def envelope(r_ae: Array, sigma: Array, pi: Array) -> Array:
-    """Isotropic exponential envelope: sum_m pi_mo exp(-max(|sigma_mo|, ENVELOPE_FLOOR) r_im)
-    -> [count, orbitals]. An exponent below the floor acts as the floor, with no gradient."""
-    decay = jnp.maximum(jnp.abs(sigma), ENVELOPE_FLOOR)
+def envelope_floor(molecule, config) -> float:
+    """``ENVELOPE_FLOOR`` for the ground state of a molecule of charge >= 0, else none."""
+    return ENVELOPE_FLOOR if molecule.charge >= 0 and config.states == 1 else 0.0
+
+
+def envelope(r_ae: Array, sigma: Array, pi: Array, floor: float = 0.0) -> Array:
+    """Isotropic exponential envelope: sum_m pi_mo exp(-max(|sigma_mo|, floor) r_im)
+    -> [count, orbitals]. An exponent below ``floor`` acts as the floor, with no gradient."""
+    decay = jnp.maximum(jnp.abs(sigma), floor) if floor else jnp.abs(sigma)
     return jnp.einsum("imo,mo->io", jnp.exp(-r_ae[:, :, None] * decay[None]), pi)
 
 
