@@ -10,7 +10,8 @@ K in ``--states`` on the same molecule, runs it ``--steps`` times after compilin
 prints the median step time (the steps of all K taken in turn, so that load from other
 work hits them alike) against K times the ground state's (what K separate runs
 would cost per step), for each way of building K states in ``--networks`` (one network
-whose determinants the states share out, or a network per state). Part 2 times, on the same walkers and random parameters, the total
+whose determinants the states share out, or a network per state). Part 2 times, on the
+same walkers and random parameters, the total
 local energy of the K-state wavefunction two ways: per state (the K x K local energies
 of the energy matrix, what psijax does: it gives each state's energy too) and through the
 Laplacian of the whole determinant over all K copies of the electrons (the trace only).
@@ -54,9 +55,13 @@ def steps(args, molecule) -> dict[int, float]:
     print("|---|---|---|---|---|---|")
     mesh = parallel.make_mesh(1)
     built = {}
-    for k, network in [(k, n) for k in args.states for n in args.networks if k > 1 or n == args.networks[0]]:
+    one = args.networks[0]  # one state has one network either way
+    for k, network in [(k, n) for k in args.states for n in args.networks if k > 1 or n == one]:
         config = Config(
-            system=args.system, states=k, walkers=args.walkers, optimizer=args.optimizer,
+            system=args.system,
+            states=k,
+            walkers=args.walkers,
+            optimizer=args.optimizer,
             states_network=network,
         )
         eigenstates = registry.eigenstates(config)
@@ -140,8 +145,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--step-only", action="store_true", help="part 1 only (large K)")
     parser.add_argument("--optimizer", default="spring", help="the step's optimiser")
-    parser.add_argument("--networks", nargs="+", default=["shared", "separate"],
-                        help="how K states are built (config states_network)")
+    parser.add_argument(
+        "--networks",
+        nargs="+",
+        default=["shared", "separate"],
+        help="how K states are built (config states_network)",
+    )
     args = parser.parse_args()
     machine = platform.processor() or platform.machine()
     print(f"psijax {psijax.__version__}, jax {jax.__version__}, {machine}, "

@@ -18,11 +18,6 @@ from psijax import precision, registry
 from psijax.errors import InputError
 
 
-# Several states: one network whose determinants the states share out ("shared", K network
-# evaluations per walker), or an independent network per state ("separate", K^2)
-STATES_NETWORKS = ("shared", "separate")
-
-
 def choices() -> dict[str, tuple[str, ...]]:
     """The choices of the fields that name an implementation: the registry's tables as they
     are now (an entry added at run time counts)."""
@@ -33,7 +28,7 @@ def choices() -> dict[str, tuple[str, ...]]:
         "sampler": tuple(registry.SAMPLERS),
         "matmul_precision": precision.PRECISIONS,
         "gram_precision": precision.PRECISIONS,
-        "states_network": STATES_NETWORKS,
+        "states_network": registry.STATES_NETWORKS,
     }
 
 
@@ -121,8 +116,8 @@ class Config:
                 f"steps={self.steps}: the energy's error bar needs at least 2 training steps; "
                 "give --steps 2 or more"
             )
-        _positive(self, "attention_layers", "attention_heads", "attention_head_dim")
-        _positive(self, "clip_scale", "jacobian_blocks")
+        _positive(self, "attention_layers", "attention_heads", "attention_head_dim", "clip_scale",
+                  "jacobian_blocks", "keep_checkpoints", "max_rejected")  # fmt: skip
         if int(self.states) != self.states or not 1 <= self.states <= MAX_STATES:
             raise InputError(
                 f"states={self.states} must be a whole number from 1 (the ground state) to "
@@ -132,7 +127,6 @@ class Config:
         _nonnegative(self, "checkpoint_minutes", "stall_timeout")
         if math.isnan(self.stall_timeout):
             raise InputError("stall_timeout=nan is not a number; give seconds, e.g. 120")
-        _positive(self, "keep_checkpoints", "max_rejected")
         for name, known in choices().items():
             if getattr(self, name) not in known:
                 raise InputError(
@@ -240,10 +234,9 @@ def pretrain_limit(config: Config) -> int:
 def identity(config: Config) -> dict[str, Any]:
     """The fields a checkpoint must share with the run that resumes it."""
     values = {name: getattr(config, name) for name in IDENTITY}
-    if config.ecp is None:  # without ECP atoms the softening changes nothing
-        values.pop("ecp_soft_core")
-    if config.states == 1:  # one state has one network either way
-        values.pop("states_network")
+    # what changes nothing: the softening without ECP atoms, how one state gets its network
+    moot = {"ecp_soft_core": config.ecp is None, "states_network": config.states == 1}
+    values = {k: v for k, v in values.items() if not moot.get(k)}
     return {k: v for k, v in values.items() if not (k in ADDED_LATER and ADDED_LATER[k] == v)}
 
 

@@ -61,6 +61,9 @@ PERIODIC_ANSATZES: dict[str, Entry] = {
 }
 # What a run solves for: the ground state, or the lowest K states as one wavefunction.
 EIGENSTATES = (Entry("psijax.eigenstates:GroundState"), Entry("psijax.eigenstates:LowestStates"))
+# Several states: one network whose determinants the states share out ("shared", K network
+# evaluations per walker), or an independent network per state ("separate", K^2)
+STATES_NETWORKS = ("shared", "separate")
 OPTIMIZERS: dict[str, Entry] = {
     "spring": Entry("psijax.optim.spring:from_config", learning_rate=0.02),
     "march": Entry("psijax.optim.march:from_config", learning_rate=0.02),

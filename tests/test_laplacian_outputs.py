@@ -27,7 +27,8 @@ def _x64():
 def network(params, x):
     """Three outputs sharing a trunk, each through its own determinant: [3]."""
     h = jnp.tanh(x @ params["w"])  # [n, 8], shared
-    orbitals = jnp.einsum("nf,sfm->snm", h, params["heads"]) * jnp.exp(-jnp.sum(x**2, -1))[None, :, None]
+    envelope = jnp.exp(-jnp.sum(x**2, -1))[None, :, None]
+    orbitals = jnp.einsum("nf,sfm->snm", h, params["heads"]) * envelope
     return jnp.linalg.slogdet(orbitals)[1] + jnp.sum(h**2)  # [3]
 
 
@@ -65,7 +66,7 @@ def test_the_parameter_gradient_through_every_output(op):
 
     def loss(params, derivatives):
         values = map_walkers(lambda p, x: derivatives(p, x), params, xs)
-        value, grad, lap = values
+        _, grad, lap = values
         return jnp.mean((lap + jnp.sum(grad**2, axis=(-2, -1))) @ weights)
 
     got = jax.jit(jax.grad(loss), static_argnums=1)(
@@ -86,9 +87,7 @@ def test_several_outputs_under_shard_map(op):
     def laps(params, xs):
         inner = lambda x: op(functools.partial(network, params))(x)[2]
         spec = jax.sharding.PartitionSpec("data")
-        return jax.shard_map(
-            jax.vmap(inner), mesh=mesh, in_specs=spec, out_specs=spec
-        )(xs)
+        return jax.shard_map(jax.vmap(inner), mesh=mesh, in_specs=spec, out_specs=spec)(xs)
 
     with jax.set_mesh(mesh):
         got = laps(params, xs)

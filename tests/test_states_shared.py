@@ -26,11 +26,14 @@ def _x64():
 
 def _shared(system_name: str, k: int, **overrides):
     config = config_lib.Config(
-        system=system_name, states=k, layers=((12, 4), (12, 4)), determinants=2 * k + 1,
+        system=system_name,
+        states=k,
+        layers=((12, 4), (12, 4)),
+        determinants=2 * k + 1,
         **overrides,
     )
-    molecule = system.resolve(system_name, ecp=config.ecp) if config.ecp else system.resolve(
-        system_name
+    molecule = (
+        system.resolve(system_name, ecp=config.ecp) if config.ecp else system.resolve(system_name)
     )
     net = registry.ansatz(molecule, config)
     # the network's determinants shared out: two each, the one left over unused

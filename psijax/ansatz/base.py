@@ -56,7 +56,8 @@ class Ansatz(Protocol):
 class MolecularAnsatz:
     """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
     ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow``,
-    ``envelope_floor`` and ``matmul_precision``, an ``_init(normal, dtype)`` and ``_features(params, r, tapped)``:
+    ``envelope_floor`` and ``matmul_precision``, an ``_init(normal, dtype)`` and
+    ``_features(params, r, tapped)``:
     electron and atom counts, the orbital head, the orbitals and psi from the features
     (times the cusp factor, ``psijax.ansatz.jastrow``), ``log_abs``, ``log_abs_tapped``
     (``psijax.ansatz.taps``) and ``init`` as one program."""
@@ -72,7 +73,11 @@ class MolecularAnsatz:
     @property
     def head(self) -> OrbitalHead:
         return OrbitalHead(
-            self.n_up, self.n_down, self.n_atoms, self.n_determinants, self.full_det,
+            self.n_up,
+            self.n_down,
+            self.n_atoms,
+            self.n_determinants,
+            self.full_det,
             self.envelope_floor,
         )
 

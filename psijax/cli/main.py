@@ -126,8 +126,11 @@ def per_cell(system) -> str | None:
     """What a periodic system's energy is per, in words; None for a molecule."""
     if getattr(system, "lattice", None) is None:
         return None
-    return (f"the energy is per cell of {system.n_electrons} electrons, volume "
-            f"{system.lattice.volume:.4g} bohr^3" + (f", rs {system.rs:g}" if system.rs else ""))  # fmt: skip
+    density = f", rs {system.rs:g}" if system.rs else ""
+    return (
+        f"the energy is per cell of {system.n_electrons} electrons, volume "
+        f"{system.lattice.volume:.4g} bohr^3{density}"
+    )
 
 
 def final_lines(result) -> list[str]:

@@ -132,6 +132,7 @@ def _refit_heads(net: SharedStates, params: Params, walkers: list, targets: list
         return params
     for i, (w, config) in enumerate(zip(walkers, targets, strict=True)):
         orbitals, coefficients = hf_orbital_basis(config)
-        up, down = orbitals(w, jax.tree.map(lambda c: jnp.asarray(c, w.dtype), coefficients))
-        params = net.with_state(params, i, pretrain_lib.fit_head(one, net.state(params, i), w, up, down))
+        up, down = orbitals(w, [np.asarray(c, w.dtype) for c in coefficients])
+        fitted = pretrain_lib.fit_head(one, net.state(params, i), w, up, down)
+        params = net.with_state(params, i, fitted)
     return params
