@@ -55,8 +55,8 @@ class Ansatz(Protocol):
 
 class MolecularAnsatz:
     """What FermiNet and PsiFormer share, for frozen dataclasses with the fields ``n_up``,
-    ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow``,
-    ``envelope_floor`` and ``matmul_precision``, an ``_init(normal, dtype)`` and
+    ``n_down``, ``nuclei``, ``n_determinants``, ``full_det``, ``jastrow`` and
+    ``matmul_precision`` (``envelope_floor`` too, or none), an ``_init(normal, dtype)`` and
     ``_features(params, r, tapped)``:
     electron and atom counts, the orbital head, the orbitals and psi from the features
     (times the cusp factor, ``psijax.ansatz.jastrow``), ``log_abs``, ``log_abs_tapped``
@@ -78,7 +78,7 @@ class MolecularAnsatz:
             self.n_atoms,
             self.n_determinants,
             self.full_det,
-            self.envelope_floor,
+            getattr(self, "envelope_floor", 0.0),  # an ansatz without the field: no floor
         )
 
     def log_abs(self, params: Params, r: Array) -> Array:

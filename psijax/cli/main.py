@@ -142,7 +142,7 @@ def final_lines(result) -> list[str]:
     lines = [f"system      {config.system}"]
     if result.states is None:
         lines.append(f"energy      {result.energy} Ha   ({describe_estimate(result.energy)})")
-        if (cell := per_cell(result.molecule)) is not None:
+        if (cell := per_cell(getattr(result, "molecule", None))) is not None:
             n = result.molecule.n_electrons
             per = Estimate(result.energy.mean / n, result.energy.error / n, 0, 0, 0, 0.0)
             lines.append(f"per electron {per} Ha   ({cell})")
