@@ -44,27 +44,10 @@ class StatesEnergy:
         return self.hamiltonian.columns
 
     def pairs(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
-        """Every component of the local energy of state i at copy j, ``[K, K]`` each."""
-        if isinstance(self.net, SharedStates):
-            return self._by_copy(params, r, key)
-        k = self.net.n_states
-        local = self.hamiltonian.local_energy(self.net.base)
-        x = self.net.copies(r)
-        keys = None
-        if self.needs_key:
-            keys = jax.random.split(key, k * k).reshape(k, k, *key.shape)
-
-        def one(p, xj, kij):
-            return local.parts(p, xj, kij)
-
-        over_copies = jax.vmap(one, in_axes=(None, 0, 0 if keys is not None else None))
-        over_states = jax.vmap(over_copies, in_axes=(0, None, 0 if keys is not None else None))
-        return over_states(params, x, keys)
-
-    def _by_copy(self, params: Params, r: Array, key: Array | None) -> dict[str, Array]:
-        """``pairs`` of states that share one network: at each copy, every term for all
-        states at once (one Laplacian of the network's K outputs; a potential that psi does
-        not enter, computed once for all states)."""
+        """Every component of the local energy of state i at copy j, ``[K, K]`` each: at
+        each copy, every term for all states at once (``net.each``: with one shared network
+        one Laplacian of its K outputs; a potential that psi does not enter, computed once
+        for all states), one random key per copy."""
         k = self.net.n_states
         psi = PsiFunctions(lambda p, x: self.net.each(p, x).log_abs, self.net.each)
         local = self.hamiltonian.local_energy(psi)
