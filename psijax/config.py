@@ -44,6 +44,7 @@ class Config:
     system: str = "LiH"  # preset, atom string ("Li 0 0 0; H 0 0 3.015"), .xyz path or "heg"
     electrons: int | None = None  # "heg", the electron gas (psijax.system.electron_gas): per cell
     rs: float | None = None  # "heg": its Wigner-Seitz radius (bohr)
+    lattice: str | None = None  # a crystal: the cell's vectors "a1; a2; a3" in `unit`
     charge: int | None = None
     spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
@@ -78,10 +79,9 @@ class Config:
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
     states_network: str = "shared"  # with states > 1 (psijax.ansatz.states)
     # The training step's sampler. "scaled-metropolis" scales each electron's step by its
-    # distance to the nearest nucleus, as pretraining and burn-in do whatever this is
-    # (psijax.training.start); not the default: Be ended 1.5 mHa further from exact
-    # training with it, on average over four seeds (docs/benchmarks.md, "Sampling: steps
-    # scaled to the nearest nucleus").
+    # distance to the nearest nucleus, as pretraining and burn-in do (psijax.training.start);
+    # not the default: Be ended 1.5 mHa further from exact with it, on average over four
+    # seeds (docs/benchmarks.md, "Sampling: steps scaled to the nearest nucleus").
     sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0
@@ -189,7 +189,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "system": ("system", "electrons", "rs", "charge", "spin", "unit", "ecp", "ecp_quadrature",
-               "ecp_neighbours"),
+               "ecp_neighbours", "lattice"),
     "ansatz": ("ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
                "layer_norm", "jastrow", "determinants", "full_det", "states", "states_network",
                "ecp_soft_core", "matmul_precision"),
@@ -220,7 +220,7 @@ ADDED_LATER = {
     "attention_head_dim": 16, "layer_norm": False, "jastrow": True, "full_det": True,
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
     "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
-    "electrons": None, "rs": None, "states_network": "separate",
+    "electrons": None, "rs": None, "states_network": "separate", "lattice": None,
 }  # fmt: skip
 
 

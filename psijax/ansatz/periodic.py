@@ -102,17 +102,24 @@ def inputs(r: Array, vectors: np.ndarray) -> tuple[Array, Array, Array]:
     (rows, bohr): one-electron ``[n, 6]``, two-electron ``[n, n, 7]`` and the periodic
     distances ``[n, n]`` (0 on the diagonal, with a finite gradient there)."""
     n = r.shape[0]
-    reciprocal = jnp.asarray(2.0 * np.pi * np.linalg.inv(vectors).T, r.dtype)
-    metric = jnp.asarray(vectors @ vectors.T / (4.0 * np.pi**2), r.dtype)
-    phase = r @ reciprocal.T  # [n, 3]
+    phase = r @ jnp.asarray(2.0 * np.pi * np.linalg.inv(vectors), r.dtype)  # [n, 3]: b_i . r
     h1 = jnp.concatenate([jnp.cos(phase), jnp.sin(phase)], axis=-1)
-    w = phase[:, None, :] - phase[None, :, :]  # [n, n, 3]
-    u, v = 1.0 - jnp.cos(w), jnp.sin(w)
-    d2 = jnp.einsum("abi,ij,abj->ab", u, metric, u) + jnp.einsum("abi,ij,abj->ab", v, metric, v)
     eye = jnp.eye(n, dtype=r.dtype)
+    h2, d2 = pair_features(phase[:, None, :] - phase[None, :, :], vectors)
     d = jnp.sqrt(d2 + eye) * (1.0 - eye)  # on the diagonal sqrt(1): no 0 / 0
-    h2 = jnp.concatenate([u, v, jnp.log1p(d)[..., None]], axis=-1)
+    h2 = jnp.concatenate([h2, jnp.log1p(d)[..., None]], axis=-1)
     return h1, h2, d
+
+
+def pair_features(w: Array, vectors: np.ndarray) -> tuple[Array, Array]:
+    """For phase differences ``w`` [..., 3] (b_i . (r_1 - r_2)): the features 1 - cos(w_i)
+    and sin(w_i) [..., 6] and the squared periodic distance d^2 [...] (module docstring)."""
+    metric = jnp.asarray(vectors @ vectors.T / (4.0 * np.pi**2), w.dtype)
+    u, v = 1.0 - jnp.cos(w), jnp.sin(w)
+    d2 = jnp.einsum("...i,ij,...j->...", u, metric, u) + jnp.einsum(
+        "...i,ij,...j->...", v, metric, v
+    )
+    return jnp.concatenate([u, v], axis=-1), d2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +160,13 @@ class PeriodicFermiNet(FermiNet):
         )
 
 
-def from_config(system, config) -> PeriodicFermiNet:
-    """The periodic FermiNet of a periodic ``system`` (an ``ElectronGas``): its cell and
-    the plane waves of its closed shells."""
+def from_config(system, config) -> FermiNet:
+    """The periodic FermiNet of a periodic ``system``: for the electron gas its cell and the
+    plane waves of its closed shells, for a crystal ``psijax.ansatz.crystal``'s network."""
+    if system.n_atoms:
+        from psijax.ansatz import crystal
+
+        return crystal.from_config(system, config)
     determinant = system.determinant()
     waves: list[Wave] = []
     for n in (system.n_up, system.n_down):

@@ -29,6 +29,8 @@ HELP = {
     "electrons": "the electron gas (--system heg): electrons per cell, each spin a closed "
     "shell of plane waves (1, 7, 19, 27, 33, 57, ... per spin)",
     "rs": "the electron gas (--system heg): Wigner-Seitz radius in bohr",
+    "lattice": "a crystal: the cell's three vectors 'a1; a2; a3' in --unit, the atoms of "
+    "--system in one cell (Gamma point, all-electron)",
     "charge": "net charge",
     "spin": "n_up - n_down",
     "unit": "unit of atom-string coordinates",

@@ -130,8 +130,8 @@ class Forces:
 
 def from_config(molecule: Molecule, network=None) -> Forces | None:
     """``network`` (an ansatz with ``at(nuclei)``) gives the forces their Pulay term. None
-    for a system without nuclei (the electron gas)."""
-    if not molecule.n_atoms:
+    for a system without nuclei (the electron gas) or in a cell (no periodic forces here)."""
+    if not molecule.n_atoms or molecule.lattice is not None:
         return None
     apply_at = None
     if network is not None and hasattr(network, "at"):

@@ -48,7 +48,7 @@ def init_walkers(
 ) -> Walkers:
     """Walkers ``[n_walkers, n_electrons, 3]``: nucleus + spread * N(0, 1), spin up first;
     in a periodic cell without nuclei (the electron gas), uniform over the cell."""
-    if molecule.lattice is not None:
+    if molecule.lattice is not None and not molecule.n_atoms:
         return _uniform_walkers(key, molecule.lattice.matrix, n_walkers, molecule.n_electrons,
                                 jnp.dtype(dtype))  # fmt: skip
     up, down = electrons_per_atom(molecule)

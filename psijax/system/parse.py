@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from psijax.errors import InputError
+from psijax.system import crystal, electron_gas
 from psijax.system import ecp as ecp_tables
-from psijax.system import electron_gas
 from psijax.system.elements import Z_OF, symbol_of
 from psijax.system.molecule import BOHR_PER_ANGSTROM, Coord, Molecule
 from psijax.system.presets import PRESET_OF, PRESETS, REFERENCES
@@ -198,17 +198,24 @@ def resolve(
 def for_config(config: Any) -> Molecule | electron_gas.ElectronGas:
     """The system of a run's config: the electron gas (``system = "heg"`` with its
     ``electrons`` and ``rs``, ``psijax.system.electron_gas.from_config``), else the molecule
-    of its system, charge, spin, unit and ecp."""
+    of its system, charge, spin, unit and ecp, in the cell of ``lattice`` where one is
+    given (a ``psijax.system.Crystal``)."""
+    lattice = getattr(config, "lattice", None)
     if electron_gas.is_named(config.system):
+        if lattice is not None:
+            raise InputError(
+                "the electron gas's cell follows from --electrons and --rs; leave --lattice out"
+            )
         return electron_gas.from_config(config)
     if getattr(config, "electrons", None) is not None or getattr(config, "rs", None) is not None:
         raise InputError(
             "--electrons and --rs describe the electron gas; give --system heg with them, or "
             "leave them out for a molecule"
         )
-    return resolve(
+    molecule = resolve(
         config.system, charge=config.charge, spin=config.spin, unit=config.unit, ecp=config.ecp
     )
+    return molecule if lattice is None else crystal.from_config(molecule, config)
 
 
 def _resolve(system: Any, *, charge: int | None, spin: int | None, unit: str) -> Molecule:

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from psijax.system import bloch
+from psijax.system.lattice import Lattice
 from psijax.system.molecule import Molecule
 from psijax.types import Array, Walkers
 
@@ -80,7 +82,7 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
 
     mol = molecule.to_pyscf(basis)
     mol.verbose = 0
-    mf = scf.UHF(mol)
+    mf = scf.UHF(mol) if molecule.lattice is None else _periodic_uhf(mol)
     mf.init_guess = "minao"
     mf.max_cycle = max_cycle
     energy = float(mf.kernel())
@@ -98,7 +100,7 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
     # arbitrary rotation of N2's pi pair would make every launch a different run.
     occupied, virtual = [], []
     for c, e, o in zip(mf.mo_coeff, mf.mo_energy, mf.mo_occ, strict=True):
-        c, e, o = np.asarray(c), np.asarray(e), np.asarray(o)
+        c, e, o = np.real_if_close(np.asarray(c)), np.asarray(e), np.asarray(o)
         occupied.append((canonical_orbitals(c[:, o > 0], e[o > 0]), e[o > 0]))
         virtual.append((canonical_orbitals(c[:, o == 0], e[o == 0]), e[o == 0]))
     up, down = (c for c, _ in occupied)
@@ -112,6 +114,18 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
         for (_, e_occ), (c_virt, e_virt) in zip(occupied, virtual, strict=True)
     )
     return HartreeFock(mol, up, down, energy, bool(mf.converged), spectrum)
+
+
+def _periodic_uhf(cell: Any) -> Any:
+    """pyscf.pbc UHF at the Gamma point of a built ``Cell``, its integrals by Gaussian
+    density fitting (Weigend's auxiliary basis covers H-Kr), exchange's divergence by the
+    Madelung constant: the Hartree-Fock energy of the Hamiltonian psijax samples, the
+    Ewald sum of every charge with each electron's images (``psijax.hamiltonian.ewald``)."""
+    from pyscf.pbc import scf as pbc_scf
+
+    mf = pbc_scf.UHF(cell).density_fit(auxbasis="weigend")
+    mf.exxdiv = "ewald"
+    return mf
 
 
 # Orbital energies closer than this (Hartree) are one degenerate level: far above the
@@ -179,13 +193,16 @@ def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]
     from pyscf.gto import gto_norm
 
     mol = hf.mol
+    # a periodic cell's basis functions are Bloch sums at Gamma (``psijax.system.bloch``),
+    # at positions folded into the cell
+    cell = Lattice(np.asarray(mol.lattice_vectors())) if hasattr(mol, "lattice_vectors") else None
     shells = []
     for b in range(mol.nbas):
         ang, exponents = mol.bas_angular(b), mol.bas_exp(b)
         norm = gto_norm(ang, exponents)[:, None] * _COMMON_FACTOR.get(ang, 1.0)
         coeffs = mol.bas_ctr_coeff(b) * norm
         powers = [(x, y, ang - x - y) for x in range(ang, -1, -1) for y in range(ang - x, -1, -1)]
-        shells.append((mol.bas_coord(b), exponents, coeffs, powers))
+        shells.append(bloch.shell(mol.bas_coord(b), exponents, coeffs, powers, cell))
     to_basis = np.eye(mol.nao_cart()) if mol.cart else mol.cart2sph_coeff()
     coefficients = (to_basis @ hf.coeff_up, to_basis @ hf.coeff_down)
     n_up = hf.n_up
@@ -193,16 +210,10 @@ def hf_orbital_basis(hf: HartreeFock) -> tuple[Callable[..., tuple[Array, Array]
     def orbitals(r: Walkers, coefficients) -> tuple[Array, Array]:
         dtype = r.dtype
         coeff_up, coeff_down = coefficients
-        blocks = []
-        for center, exponents, coeffs, powers in shells:
-            d = r - jnp.asarray(center, dtype)  # [W, N, 3]
-            r2 = jnp.sum(d**2, axis=-1, keepdims=True)
-            radial = jnp.exp(-r2 * jnp.asarray(exponents, dtype)) @ jnp.asarray(coeffs, dtype)
-            # integer powers of x, y, z (python ints: no float pow, nothing to constant-fold)
-            angular = jnp.stack([d[..., 0] ** i * d[..., 1] ** j * d[..., 2] ** k
-                                 for i, j, k in powers], axis=-1)  # fmt: skip
-            block = radial[..., :, None] * angular[..., None, :]  # [W, N, contraction, xyz]
-            blocks.append(block.reshape(*r.shape[:-1], -1))
+        if cell is not None:
+            r = cell.wrap(r)
+        # [W, N, contraction * xyz] per shell, in pyscf's AO order
+        blocks = [values(r).reshape(*r.shape[:-1], -1) for values in shells]
         ao = jnp.concatenate(blocks, axis=-1)  # [W, N, n_ao_cart]
         up = ao[:, :n_up] @ jnp.asarray(coeff_up, dtype)
         down = ao[:, n_up:] @ jnp.asarray(coeff_down, dtype)

@@ -56,12 +56,12 @@ def steps_for(molecule: Molecule) -> int:
 
 
 def sized(config: Config, molecule: Molecule) -> Config:
-    """``config`` with every field it leaves to the molecule set from ``molecule``. A
-    periodic system (the electron gas) has no basis and takes no pretraining: its network
+    """``config`` with every field it leaves to the molecule set from ``molecule``. The
+    electron gas has no basis and takes no pretraining: its network
     starts as the plane-wave determinant (``psijax.ansatz.periodic``)."""
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule) if config.steps is None else config.steps
-    if molecule.lattice is not None:
+    if molecule.lattice is not None and not molecule.n_atoms:
         return dataclasses.replace(config, walkers=walkers, steps=steps, pretrain_steps=0)
     basis = basis_for(molecule, config.states) if config.basis is None else config.basis
     return dataclasses.replace(config, walkers=walkers, steps=steps, basis=basis)

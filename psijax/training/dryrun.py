@@ -39,8 +39,8 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     config = sizing.sized(config, molecule)
     mesh = parallel.make_mesh(config.devices)
     parallel.check_walkers(config.walkers, mesh)
-    periodic = molecule.lattice is not None  # the electron gas: no basis, no pyscf
-    if not periodic:
+    periodic, gas = molecule.lattice is not None, not molecule.n_atoms
+    if not gas:  # the electron gas has no basis and takes no pyscf
         molecule.to_pyscf(config.basis)  # an unknown basis fails here
     eigenstates = registry.eigenstates(config)
     eigenstates.check(molecule, config)
@@ -68,7 +68,9 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
     n_params = sum(x.size for x in jax.tree.leaves(template.params))
     n_dev = mesh.devices.size
     system_lines, hf_lines = (
-        (molecule.describe(), []) if periodic else _molecule_lines(molecule, config, eigenstates)
+        (molecule.describe(), [] if gas else _hartree_fock_lines(molecule, config))
+        if periodic
+        else _molecule_lines(molecule, config, eigenstates)
     )
     lines = [
         "# psijax train --dry-run: every input checked, nothing written",
@@ -82,7 +84,7 @@ def describe(config: config_lib.Config, *, force: bool = False, resume: bool = F
         f"process(es); {config.walkers // n_dev} walkers per device ({config.walkers} in all)",
         *[f"start          from the wavefunction of {config.init_from} (no pretraining)"]
         * bool(config.init_from),
-        *["start          the plane-wave determinant (no pretraining)"] * periodic,
+        *["start          the plane-wave determinant (no pretraining)"] * gas,
         *hf_lines,
         f"output         {out}: {where}",
     ]
@@ -94,7 +96,6 @@ def _molecule_lines(molecule, config: config_lib.Config, eigenstates):
     energy)."""
     hf = scf.hartree_fock(molecule, config.basis)
     exact = molecule.exact_energy
-    basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
     return [
         f"molecule       {len(molecule.symbols)} atoms ({' '.join(molecule.symbols)}), "
         f"charge {molecule.charge}, spin {molecule.spin}",
@@ -104,10 +105,16 @@ def _molecule_lines(molecule, config: config_lib.Config, eigenstates):
         *eigenstates.describe(molecule, config, hf),
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
         + eigenstates.exact_words * (exact is not None),
-    ], [
-        f"hartree-fock   UHF/{basis} E = {hf.energy:.6f} Ha"
-        + ("" if hf.converged else " (not converged)"),
-    ]
+    ], _hartree_fock_lines(molecule, config, hf)
+
+
+def _hartree_fock_lines(molecule, config: config_lib.Config, hf=None) -> list[str]:
+    """The Hartree-Fock energy pretraining starts from (at Gamma, per cell, for a crystal)."""
+    hf = scf.hartree_fock(molecule, config.basis) if hf is None else hf
+    basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
+    where = " at Gamma, per cell" if molecule.lattice is not None else ""
+    converged = "" if hf.converged else " (not converged)"
+    return [f"hartree-fock   UHF/{basis}{where} E = {hf.energy:.6f} Ha{converged}"]
 
 
 def _ecp_lines(molecule) -> list[str]:

@@ -76,8 +76,9 @@ def make_config(
 
 def _molecule_as_text(overrides: dict) -> dict:
     """A ``system`` given as a psijax ``Molecule`` or a pyscf ``Mole`` becomes its atom
-    string in bohr with its charge and spin, an ``ElectronGas`` ``heg`` with its electrons,
-    rs and spin, so that the config stays plain text."""
+    string in bohr with its charge and spin (a ``Crystal`` its lattice too), an
+    ``ElectronGas`` ``heg`` with its electrons, rs and spin, so that the config stays plain
+    text."""
     given = overrides.get("system")
     if given is None or isinstance(given, str | os.PathLike):
         return overrides
@@ -89,6 +90,8 @@ def _molecule_as_text(overrides: dict) -> dict:
         given, charge=overrides.get("charge"), spin=overrides.get("spin"), ecp=overrides.get("ecp")
     )
     text = dict(system=mol.atom_string(), charge=mol.charge, spin=mol.spin, unit="bohr")
+    if mol.lattice is not None:  # a crystal: its cell in bohr too
+        text["lattice"] = mol.lattice_string()
     if mol.ecp:
         pairs = dict(zip(mol.symbols, mol.ecp, strict=True))
         text["ecp"] = " ".join(f"{s}:{e}" for s, e in pairs.items() if e is not None)
