@@ -7,7 +7,8 @@ defaults, such as an optimiser's learning rate) without importing JAX. An entry 
 hold the factory itself (a test adds a term so). Each factory has its table's signature:
 
     ANSATZES     factory(molecule, config) -> Ansatz
-    PERIODIC_ANSATZES  the same, for a system with a periodic cell (the electron gas)
+    PERIODIC_ANSATZES  the same, for the electron gas (a periodic cell without nuclei)
+    CRYSTAL_ANSATZES   the same, for a crystal (nuclei in a periodic cell)
     OPTIMIZERS   factory(config) -> Optimizer                (entry: its learning rate)
     LAPLACIANS   factory(n_electrons) -> LaplacianOperator   (entry: or no argument)
     SAMPLERS     factory(config, molecule, **settings) -> Sampler
@@ -55,9 +56,13 @@ ANSATZES: dict[str, Entry] = {
     "ferminet": Entry("psijax.ansatz.ferminet:from_config"),
     "psiformer": Entry("psijax.ansatz.psiformer:from_config"),
 }
-# The ansaetze of a periodic system (one with a ``lattice``), by the same names.
+# The ansaetze of a periodic system (one with a ``lattice``), by the same names: the
+# electron gas's, and a crystal's (nuclei in the cell).
 PERIODIC_ANSATZES: dict[str, Entry] = {
     "ferminet": Entry("psijax.ansatz.periodic:from_config"),
+}
+CRYSTAL_ANSATZES: dict[str, Entry] = {
+    "ferminet": Entry("psijax.ansatz.crystal:from_config"),
 }
 # What a run solves for: the ground state, or the lowest K states as one wavefunction.
 EIGENSTATES = (Entry("psijax.eigenstates:GroundState"), Entry("psijax.eigenstates:LowestStates"))
@@ -106,12 +111,15 @@ def eigenstates(config: Config):
 def ansatz(molecule: Molecule, config: Config):
     """The wavefunction ``config.ansatz`` for ``molecule``, as the run trains it: with
     ``config.states`` > 1 the total wavefunction of that many copies of it. A periodic
-    system takes its ansatz from ``PERIODIC_ANSATZES``."""
-    table = ANSATZES if getattr(molecule, "lattice", None) is None else PERIODIC_ANSATZES
+    system takes its ansatz from ``PERIODIC_ANSATZES`` (the electron gas) or
+    ``CRYSTAL_ANSATZES``."""
+    table = ANSATZES
+    if getattr(molecule, "lattice", None) is not None:
+        table = CRYSTAL_ANSATZES if molecule.n_atoms else PERIODIC_ANSATZES
     if config.ansatz not in table:
         raise InputError(
             f"ansatz={config.ansatz!r} has no periodic form; for a periodic system use one of "
-            f"{', '.join(PERIODIC_ANSATZES)}"
+            f"{', '.join(table)}"
         )
     return eigenstates(config).network(table[config.ansatz].load()(molecule, config))
 

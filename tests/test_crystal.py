@@ -54,6 +54,15 @@ def test_bad_crystal_input_is_one_line_and_writes_nothing(extra, problem, tmp_pa
     assert not out.exists()
 
 
+def test_relax_and_scan_refuse_a_crystal(tmp_path, capsys):
+    out = tmp_path / "curve"
+    assert main(["relax", *argv(), "--out", str(out)]) == 2
+    assert "a crystal's forces are not built" in capsys.readouterr().err and not out.exists()
+    scan = ["scan", *argv(), "--bond", "1-2", "--lengths", "1.9:2.1:3", "--out", str(out)]
+    assert main(scan) == 2
+    assert "a scan of a crystal is not built" in capsys.readouterr().err and not out.exists()
+
+
 def test_a_lattice_is_not_for_the_gas(tmp_path, capsys):
     gas = ["--system", "heg", "--electrons", "14", "--rs", "5", "--lattice", "1 0 0; 0 1 0; 0 0 1"]
     assert main(["train", *gas, "--out", str(tmp_path / "r")]) == 2
@@ -67,7 +76,8 @@ def test_the_nuclei_energy_and_hartree_fock_orbitals_are_pyscf_pbc_s():
     crystal = system.for_config(lih_config())
     assert isinstance(crystal, Crystal) and crystal.n_electrons == 4
     cell = crystal.to_pyscf("cc-pvdz")
-    assert crystal.nuclear_repulsion == pytest.approx(cell.energy_nuc(), rel=1e-10)
+    nuclei = PeriodicCoulomb.of(crystal).nucleus_nucleus
+    assert nuclei == pytest.approx(cell.energy_nuc(), rel=1e-10)
     hf = scf.hartree_fock(crystal, "cc-pvdz")
     assert hf.converged and hf.energy < cell.energy_nuc()
     r = np.random.default_rng(0).normal(size=(5, 4, 3)) * 6.0

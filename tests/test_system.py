@@ -192,11 +192,11 @@ def test_fingerprint_is_short_stable_and_discriminating():
 
 
 def test_molecules_do_not_import_jax():
-    """Parsing and checking a molecule needs no JAX: only the JAX orbitals of scf.py, the
-    cell's folding of JAX arrays (lattice.py) and the electron gas's plane-wave
-    determinant (electron_gas.py) import it."""
+    """Parsing and checking a molecule needs no JAX: only the JAX orbitals of scf.py (and
+    their Bloch sums, bloch.py), the cell's folding of JAX arrays (lattice.py) and the
+    electron gas's plane-wave determinant (electron_gas.py) import it."""
     for path in Path(system.__file__).parent.glob("*.py"):
-        if path.name not in ("scf.py", "lattice.py", "electron_gas.py"):
+        if path.name not in ("scf.py", "bloch.py", "lattice.py", "electron_gas.py"):
             source = path.read_text()
             assert "import jax" not in source and "from jax" not in source, path.name
 

@@ -160,13 +160,9 @@ class PeriodicFermiNet(FermiNet):
         )
 
 
-def from_config(system, config) -> FermiNet:
-    """The periodic FermiNet of a periodic ``system``: for the electron gas its cell and the
-    plane waves of its closed shells, for a crystal ``psijax.ansatz.crystal``'s network."""
-    if system.n_atoms:
-        from psijax.ansatz import crystal
-
-        return crystal.from_config(system, config)
+def from_config(system, config) -> PeriodicFermiNet:
+    """The periodic FermiNet of the electron gas: its cell and the plane waves of its
+    closed shells."""
     determinant = system.determinant()
     waves: list[Wave] = []
     for n in (system.n_up, system.n_down):

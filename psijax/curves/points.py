@@ -50,10 +50,15 @@ def along_bond(molecule: Molecule, bond: str, lengths: Sequence[float], unit: st
     """``molecule`` with the second atom of ``bond`` ("I-J", atom numbers from 1 in the
     molecule's order) moved along the I-J line so that the two are each length apart
     (``unit``: bohr or angstrom); the other atoms stay."""
-    if getattr(molecule, "lattice", None) is not None:
+    if getattr(molecule, "lattice", None) is not None and not molecule.n_atoms:
         raise InputError(
             "a scan moves nuclei and the electron gas has none; give a molecule, or train the "
             "gas at each --rs with psijax train"
+        )
+    if getattr(molecule, "lattice", None) is not None:
+        raise InputError(
+            "a scan of a crystal is not built (a nucleus moved alone breaks the cell's "
+            "symmetry); train each geometry with psijax train --lattice"
         )
     n = len(molecule.symbols)
     found = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", bond)

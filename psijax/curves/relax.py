@@ -120,9 +120,14 @@ class RelaxResult:
 
 def check(molecule: system.Molecule, config: config_lib.Config) -> None:
     """``InputError`` for what cannot be relaxed, before anything is written."""
-    if getattr(molecule, "lattice", None) is not None:
+    if getattr(molecule, "lattice", None) is not None and not molecule.n_atoms:
         raise InputError(
             "a relaxation moves nuclei and the electron gas has none; train it with psijax train"
+        )
+    if getattr(molecule, "lattice", None) is not None:
+        raise InputError(
+            "a crystal's forces are not built, so it cannot be relaxed; train it at each "
+            "geometry with psijax train"
         )
     if molecule.n_atoms < 2:
         raise InputError(

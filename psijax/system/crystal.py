@@ -6,11 +6,12 @@ cell, its Coulomb part the Ewald sum of all charges (``psijax.hamiltonian.ewald`
 wavefunction is solved at the Gamma point (psi real and periodic in every electron), as
 in a supercell calculation; finite-size effects are those of the cell given.
 
-What a run asks of a molecule, a crystal answers for the cell: ``nuclear_repulsion`` is
-the nuclei's Ewald energy, ``to_pyscf`` builds a ``pyscf.pbc`` ``Cell`` (Hartree-Fock at
-Gamma for pretraining, ``psijax.system.scf``), distances between nuclei are taken over
-their images. Refused with one line: effective core potentials (no periodic form of
-their nonlocal term here), a charged cell, and two nuclei on top of each other's images.
+What a run asks of a molecule, a crystal answers for the cell: ``to_pyscf`` builds a
+``pyscf.pbc`` ``Cell`` (Hartree-Fock at Gamma for pretraining, ``psijax.system.scf``),
+distances between nuclei are taken over their images, and the nuclei's energy is their
+Ewald sum (the Hamiltonian's ``PeriodicCoulomb``), not a pair sum. Refused with one line:
+effective core potentials (no periodic form of their nonlocal term here), a charged
+cell, and two nuclei on top of each other's images.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ class Crystal(Molecule):
 
     @property
     def nuclear_repulsion(self) -> float:
-        """The nuclei's Ewald energy per cell in their neutralising background (Hartree)."""
-        from psijax.hamiltonian.ewald import point_charge_energy
-
-        return point_charge_energy(self.lattice, self.nuclear_charges, self.nuclear_positions)
+        """Not a pair sum in a cell: the nuclei's energy per cell is their Ewald sum,
+        ``psijax.hamiltonian.ewald.PeriodicCoulomb.of(crystal).nucleus_nucleus``."""
+        raise AttributeError(
+            "a crystal's nuclear repulsion is an Ewald sum: use "
+            "psijax.hamiltonian.ewald.PeriodicCoulomb.of(crystal).nucleus_nucleus"
+        )
 
     @property
     def exact_energy(self) -> None:
@@ -104,8 +107,7 @@ class Crystal(Molecule):
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> list[str]:
-        """The dry run's lines: the cell, its volume and density, the Madelung constant and
-        the nuclei's Ewald energy."""
+        """The dry run's lines: the cell, its volume and density and the Madelung constant."""
         lattice, n = self.lattice, self.n_electrons
         vectors = "; ".join(" ".join(f"{x:.6g}" for x in v) for v in lattice.vectors)
         return [
@@ -114,7 +116,6 @@ class Crystal(Molecule):
             f"cell           vectors {vectors} bohr; volume {lattice.volume:.6f} bohr^3, "
             f"rs = {self.rs:.6g} bohr",
             f"madelung       xi = {lattice.madelung():.10f} Ha (the cell's Madelung constant)",
-            f"nuclei         Ewald energy {self.nuclear_repulsion:.10f} Ha per cell",
         ]
 
 

@@ -14,6 +14,7 @@ import jax
 
 from psijax import config as config_lib
 from psijax import parallel, registry, system
+from psijax.hamiltonian.ewald import PeriodicCoulomb
 from psijax.rundir import checkpoint, train_files
 from psijax.system import ecp, scf, sizing
 from psijax.training import warm
@@ -112,9 +113,14 @@ def _hartree_fock_lines(molecule, config: config_lib.Config, hf=None) -> list[st
     """The Hartree-Fock energy pretraining starts from (at Gamma, per cell, for a crystal)."""
     hf = scf.hartree_fock(molecule, config.basis) if hf is None else hf
     basis = ecp.pretraining_basis(molecule.symbols, molecule.ecp, config.basis)
-    where = " at Gamma, per cell" if molecule.lattice is not None else ""
     converged = "" if hf.converged else " (not converged)"
-    return [f"hartree-fock   UHF/{basis}{where} E = {hf.energy:.6f} Ha{converged}"]
+    if molecule.lattice is None:
+        return [f"hartree-fock   UHF/{basis} E = {hf.energy:.6f} Ha{converged}"]
+    nuclei = PeriodicCoulomb.of(molecule).nucleus_nucleus
+    return [
+        f"nuclei         Ewald energy {nuclei:.10f} Ha per cell",
+        f"hartree-fock   UHF/{basis} at Gamma, per cell E = {hf.energy:.6f} Ha{converged}",
+    ]
 
 
 def _ecp_lines(molecule) -> list[str]:
