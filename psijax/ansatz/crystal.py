@@ -1,16 +1,24 @@
 """FermiNet for a crystal (``psijax.system.Crystal``): nuclei in a periodic cell, Gamma point.
 
-FermiNet's network and orbital head (``psijax.ansatz.ferminet``), with every distance
-taken as a periodic one (``psijax.ansatz.periodic``): for a displacement r with phases
-w_i = b_i . r over the reciprocal vectors b_i,
+FermiNet's network and orbital head (``psijax.ansatz.ferminet``), with every distance to
+a nucleus taken as a periodic one. For a displacement r with phases w_i = b_i . r over
+the reciprocal vectors b_i, and M_ij = a_i . a_j / 4 pi^2,
 
-    d(r)^2 = sum_ij (a_i . a_j / 4 pi^2) [(1 - cos w_i)(1 - cos w_j) + sin w_i sin w_j],
+    s_i = 3/2 sin w_i - 3/10 sin 2w_i + 1/30 sin 3w_i,    t_i = (pi / 4) (1 - cos w_i)^2,
+    d(r)^2 = s^T M s + t^T M t.
 
-which is |r| near r = 0 (the cusps), zero on every lattice vector and smooth elsewhere.
+s_i = w_i + O(w^7) (the sixth-order central difference) and t_i = O(w^4), so d = |r| +
+O(|r|^7) near a nucleus and d is zero only on lattice vectors; (pi / 4) makes d exactly
+|a_i| / 2 at the middle of a lattice vector, and along it d grows monotonically, its
+gradient within 0.35 of 1 up to 80% of the way. The first-order distance of the electron gas's pair features
+(s = sin w, t = 1 - cos w) has a gradient that falls to 0.55 at 60% of the way: the
+envelopes exp(-sigma d) then decay far more slowly than an exponential between nuclei,
+and H2 in a cubic cell of 14 bohr trained to a local-energy variance of 0.01 Ha^2 with it
+against 0.0002 with this one (the molecule's: 0.0001; docs/periodic.md).
 
-- one electron, per nucleus I with w = b . (r - R_I): 1 - cos(w_i), sin(w_i) and
-  log(1 + d) (7 features per nucleus);
-- two electrons: the electron gas's features (7);
+- one electron, per nucleus I with w = b . (r - R_I): t_i, s_i and log(1 + d)
+  (7 features per nucleus);
+- two electrons: the electron gas's features (7; ``psijax.ansatz.periodic``);
 - orbital j of electron i: FermiNet's projection times the envelope
   sum_I pi_jI exp(-sigma_jI d(r_i - R_I)), the periodic distance in place of |r_i - R_I|;
 - the cusp Jastrow factor of the periodic electron-electron distances.
@@ -31,8 +39,25 @@ from psijax.ansatz import features
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import nuclei_of
 from psijax.ansatz.ferminet import FermiNet
-from psijax.ansatz.periodic import Vector, inputs, pair_features
+from psijax.ansatz.periodic import Vector, inputs
 from psijax.types import Array, Params
+
+
+def displacement_features(w: Array, vectors: np.ndarray) -> tuple[Array, Array]:
+    """For phases ``w`` [..., 3] of displacements (b_i . r): the features t_i and s_i
+    [..., 6] and the squared periodic distance d^2 = s^T M s + t^T M t [...] (module
+    docstring; M = a_i . a_j / 4 pi^2)."""
+    s = 1.5 * jnp.sin(w) - 0.3 * jnp.sin(2.0 * w) + jnp.sin(3.0 * w) / 30.0
+    t = TAIL * (1.0 - jnp.cos(w)) ** 2
+    metric = jnp.asarray(vectors @ vectors.T / (4.0 * np.pi**2), w.dtype)
+    d2 = jnp.einsum("...i,ij,...j->...", s, metric, s) + jnp.einsum(
+        "...i,ij,...j->...", t, metric, t
+    )
+    return jnp.concatenate([t, s], axis=-1), d2
+
+
+# t_i's weight: d = |a_i| / 2 at the middle of lattice vector a_i (module docstring)
+TAIL = np.pi / 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +80,7 @@ class CrystalFermiNet(FermiNet):
         to_phase = jnp.asarray(2.0 * np.pi * np.linalg.inv(vectors), r.dtype)
         nuclei = features.nuclei_array(self.nuclei, r.dtype)
         w = (r[:, None, :] - nuclei[None, :, :]) @ to_phase  # [n, atoms, 3]
-        h1, d2 = pair_features(w, vectors)
+        h1, d2 = displacement_features(w, vectors)
         d = jnp.sqrt(d2)  # [n, atoms]
         h1 = jnp.concatenate([h1, jnp.log1p(d)[..., None]], axis=-1).reshape(r.shape[0], -1)
         _, h2, _ = inputs(r, vectors)
