@@ -10,11 +10,11 @@ the reciprocal vectors b_i, and M_ij = a_i . a_j / 4 pi^2,
 s_i = w_i + O(w^7) (the sixth-order central difference) and t_i = O(w^4), so d = |r| +
 O(|r|^7) near a nucleus and d is zero only on lattice vectors; (pi / 4) makes d exactly
 |a_i| / 2 at the middle of a lattice vector, and along it d grows monotonically, its
-gradient within 0.35 of 1 up to 80% of the way. The first-order distance of the electron gas's pair features
-(s = sin w, t = 1 - cos w) has a gradient that falls to 0.55 at 60% of the way: the
-envelopes exp(-sigma d) then decay far more slowly than an exponential between nuclei,
-and H2 in a cubic cell of 14 bohr trained to a local-energy variance of 0.01 Ha^2 with it
-against 0.0002 with this one (the molecule's: 0.0001; docs/periodic.md).
+gradient within 0.35 of 1 up to 80% of the way. The first-order distance of the electron
+gas's pair features (s = sin w, t = 1 - cos w) has a gradient that falls to 0.55 at 60% of
+the way: the envelopes exp(-sigma d) then decay far more slowly than an exponential
+between nuclei, and H2 in a cubic cell of 14 bohr trained to a local-energy variance of
+0.01 Ha^2 with it against 0.0002 with this one (the molecule's: 0.0001; docs/periodic.md).
 
 - one electron, per nucleus I with w = b . (r - R_I): t_i, s_i and log(1 + d)
   (7 features per nucleus);

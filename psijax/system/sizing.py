@@ -16,7 +16,9 @@ step").
 Steps: up to four electrons (valence electrons with an ECP) 1500 steps reach chemical
 accuracy (H2, LiH, Li, Be; C with ccECP at 1024 walkers); B, five electrons at 512 walkers,
 was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 and +1.2 after 3000, so from five
-electrons a run takes 3000 (docs/accuracy.md).
+electrons a run takes 3000 (docs/accuracy.md). K states take (K + 1) / 2 times as many:
+hydrogen's four diffuse n = 2 states with K = 5 were +0.16 to +3.0 mHa above exact after
+1500 steps, +0.03 to +0.75 after 3000 and +0.02 to +0.30 after 4500 (docs/states.md).
 
 Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
 ECP atom on its ECP's own basis, ``psijax.system.ecp.basis_for``); several states
@@ -50,9 +52,11 @@ def walkers_for(molecule: Molecule) -> int:
     return next(n for charge, n in WALKERS_BY_CHARGE if heaviest <= charge)
 
 
-def steps_for(molecule: Molecule) -> int:
-    """Training steps for ``molecule`` (module docstring)."""
-    return next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
+def steps_for(molecule: Molecule, states: int = 1) -> int:
+    """Training steps for ``states`` states of ``molecule`` (module docstring): the ground
+    state's times (K + 1) / 2 for K states, in whole hundreds."""
+    steps = next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
+    return -(-steps * (states + 1) // 200) * 100
 
 
 def sized(config: Config, molecule: Molecule) -> Config:
@@ -60,7 +64,7 @@ def sized(config: Config, molecule: Molecule) -> Config:
     electron gas has no basis and takes no pretraining: its network
     starts as the plane-wave determinant (``psijax.ansatz.periodic``)."""
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
-    steps = steps_for(molecule) if config.steps is None else config.steps
+    steps = steps_for(molecule, config.states) if config.steps is None else config.steps
     if molecule.lattice is not None and not molecule.n_atoms:
         return dataclasses.replace(config, walkers=walkers, steps=steps, pretrain_steps=0)
     basis = basis_for(molecule, config.states) if config.basis is None else config.basis
@@ -80,7 +84,10 @@ def describe_steps() -> str:
         f"{n} from more electrons" if count == float("inf") else f"{n} up to {int(count)} electrons"
         for count, n in STEPS_BY_ELECTRONS
     ]
-    return f"by the electrons (valence ones with --ecp): {', '.join(parts)}"
+    return (
+        f"by the electrons (valence ones with --ecp): {', '.join(parts)}; times (K + 1) / 2 "
+        "with --states K"
+    )
 
 
 def describe_basis() -> str:
