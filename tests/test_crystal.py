@@ -4,6 +4,7 @@ electron, antisymmetric, its Laplacian), and training, resuming, evaluating and 
 
 from __future__ import annotations
 
+import csv
 import json
 
 import jax
@@ -19,6 +20,8 @@ from psijax.ansatz.periodic import pair_features
 from psijax.cli.main import main
 from psijax.hamiltonian.ewald import PeriodicCoulomb
 from psijax.system import Crystal, scf
+
+from close import assert_energies_close, column
 
 # LiH in the rocksalt structure, its primitive (fcc) cell: a = 4.0834 angstrom
 HALF = 4.0834 / 2
@@ -198,3 +201,16 @@ def test_train_resume_evaluate_and_load(tmp_path):
     shifted = walkers + crystal.lattice.matrix[1]
     np.testing.assert_allclose(wf.log_abs(shifted), wf.log_abs(walkers), atol=1e-4)
     np.testing.assert_allclose(wf.local_energy(shifted), wf.local_energy(walkers), rtol=1e-3)
+
+
+def test_one_and_two_devices_give_the_same_steps(tmp_path):
+    """A crystal's walkers sharded over two devices take the same steps as on one (float32
+    sums in another order; pretraining fits on the same walkers on any device count)."""
+    rows = {}
+    for n in (1, 2):
+        out = tmp_path / f"lih-{n}"
+        psijax.train(**LIH, walkers=32, out=str(out), steps=3, devices=n, pretrain_steps=3,
+                     pretrain_max_steps=3, burn_in_steps=5, progress=False, **TINY)  # fmt: skip
+        rows[n] = list(csv.DictReader((out / "metrics.csv").read_text().splitlines()))
+    assert_energies_close(column(rows[2], "energy"), column(rows[1], "energy"),
+                          column(rows[1], "variance"), rtol=1e-4)  # fmt: skip
