@@ -43,6 +43,7 @@ def gas_config(**values) -> config_lib.Config:
         (["--charge", "1"], "--charge has no meaning for the electron gas"),
         (["--states", "2"], "the electron gas is solved for its ground state only"),
         (["--ansatz", "psiformer"], "has no periodic form"),
+        (["--pretrain-steps", "100"], "the electron gas takes no pretraining"),
     ],
 )
 def test_bad_gas_input_is_one_line_and_writes_nothing(flags, problem, tmp_path, capsys):

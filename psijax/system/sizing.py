@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from psijax.config import Config
+from psijax.config import FIELDS, Config
+from psijax.errors import InputError
 from psijax.system.ecp import DEFAULT_BASIS
 from psijax.system.molecule import Molecule
 
@@ -66,6 +67,11 @@ def sized(config: Config, molecule: Molecule) -> Config:
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule, config.states) if config.steps is None else config.steps
     if molecule.lattice is not None and not molecule.n_atoms:
+        if config.pretrain_steps not in (0, FIELDS["pretrain_steps"].default):
+            raise InputError(
+                f"pretrain_steps={config.pretrain_steps}: the electron gas takes no pretraining "
+                "(its network starts as the plane-wave determinant); leave --pretrain-steps out"
+            )
         return dataclasses.replace(config, walkers=walkers, steps=steps, pretrain_steps=0)
     basis = basis_for(molecule, config.states) if config.basis is None else config.basis
     return dataclasses.replace(config, walkers=walkers, steps=steps, basis=basis)
