@@ -214,3 +214,27 @@ def test_one_and_two_devices_give_the_same_steps(tmp_path):
         rows[n] = list(csv.DictReader((out / "metrics.csv").read_text().splitlines()))
     assert_energies_close(column(rows[2], "energy"), column(rows[1], "energy"),
                           column(rows[1], "variance"), rtol=1e-4)  # fmt: skip
+
+
+def test_pretraining_at_512_walkers_sees_the_orbitals_it_evaluates():
+    """Pretraining's loop evaluates the Bloch-summed orbitals at its walkers and, inside the
+    sampler's loop, at the proposals: with the reciprocal-space sum as a dot of a constant
+    table, jaxlib 0.10's CPU backend computed the first as garbage at 512 walkers (losses
+    inf, then NaN). The first step's loss is the one outside any loop, to rounding."""
+    from psijax.sampling.walkers import init_walkers
+    from psijax.training import pretrain
+
+    config = lih_config(**TINY)
+    crystal = system.for_config(config)
+    net = registry.ansatz(crystal, config)
+    hf = scf.hartree_fock(crystal, "sto-6g")
+    params = pretrain.envelope_decays(net, net.init(jax.random.PRNGKey(1)), hf)
+    walkers = jnp.asarray(init_walkers(jax.random.PRNGKey(0), crystal, 512))
+    up, down = scf.hf_orbitals(hf)(walkers)
+    _, first, _ = jax.jit(
+        lambda p: pretrain.fit_and_gradient(net, p, walkers, up, down, walkers.sharding)
+    )(params)
+    _, _, losses = pretrain.pretrain(jax.random.PRNGKey(2), net, params, crystal, walkers,
+                                     steps=2, hf=hf)  # fmt: skip
+    assert np.all(np.isfinite(losses))
+    np.testing.assert_allclose(losses[0], first, rtol=1e-4)

@@ -70,12 +70,19 @@ def _real_space(r: Array, centers: np.ndarray, exponents, coeffs, powers: Powers
 
 
 def _reciprocal_space(r: Array, g: np.ndarray, table: tuple[np.ndarray, np.ndarray]) -> Array:
-    """(1/V) sum_G Re[T(G) exp(i G . r)] for the table T [G, contraction, powers]."""
+    """(1/V) sum_G Re[T(G) exp(i G . r)] for the table T [G, contraction, powers].
+
+    Products and sums, not matrix products: with ``cos(G . r) @ Re T`` as a dot of the
+    constant table, pretraining's loop (these orbitals at its walkers, then inside the
+    sampler's own loop at the proposals) computed the first orbitals as garbage (1e30 or
+    NaN where they are of order 1) for a crystal at 512 and 1024 walkers on jaxlib 0.10.2's
+    CPU backend, whatever the compile options; at 256 walkers, or outside the loop, the
+    dot was right. The reciprocal vectors are few (tens), so the sums cost little."""
     dtype = r.dtype
-    phase = r @ jnp.asarray(g.T, dtype)  # [..., G]
-    real, imag = (jnp.asarray(t.reshape(len(g), -1), dtype) for t in table)
-    values = jnp.cos(phase) @ real - jnp.sin(phase) @ imag
-    return values.reshape(*r.shape[:-1], *table[0].shape[1:])
+    phase = jnp.sum(r[..., None, :] * jnp.asarray(g, dtype), axis=-1)  # [..., G]
+    real, imag = (jnp.asarray(t.reshape(len(g), -1), dtype) for t in table)  # [G, K]
+    values = jnp.cos(phase)[..., None] * real - jnp.sin(phase)[..., None] * imag
+    return jnp.sum(values, axis=-2).reshape(*r.shape[:-1], *table[0].shape[1:])
 
 
 def _fourier_table(cell: Lattice, center, exponents, coeffs, powers: Powers):
