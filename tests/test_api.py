@@ -88,6 +88,10 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert steps(system="H", states=5) == 4500 and steps(system="He", states=3) == 3000
     assert steps(system="LiH", states=2) == 2300 and steps(system="B", states=2) == 4500
     assert "--states K" in sizing.describe_steps()
+    half = 4.0834 / 2  # LiH's rocksalt cell (angstrom): a crystal takes twice the steps
+    cell = f"0 {half} {half}; {half} 0 {half}; {half} {half} 0"
+    crystal = dict(system=f"Li 0 0 0; H {half} 0 0", unit="angstrom", lattice=cell)
+    assert steps(**crystal) == 3000 and "crystal" in sizing.describe_steps()
 
 
 def test_several_states_pretrain_on_a_basis_with_diffuse_functions():
