@@ -36,11 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from psijax.ansatz import features
-from psijax.ansatz import jastrow as cusp
 from psijax.ansatz.base import nuclei_of
-from psijax.ansatz.ferminet import FermiNet
-from psijax.ansatz.periodic import Vector, inputs
-from psijax.types import Array, Params
+from psijax.ansatz.periodic import CellFermiNet, inputs
+from psijax.types import Array
 
 
 def displacement_features(w: Array, vectors: np.ndarray) -> tuple[Array, Array]:
@@ -61,14 +59,9 @@ TAIL = np.pi / 4
 
 
 @dataclasses.dataclass(frozen=True)
-class CrystalFermiNet(FermiNet):
-    """FermiNet in a cell with nuclei (module docstring); all fields are static.
-
-    Attributes (besides FermiNet's; ``soft_core`` and ``envelope_floor`` stay unset):
-        lattice: the cell's three lattice vectors (bohr).
-    """
-
-    lattice: tuple[Vector, Vector, Vector] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+class CrystalFermiNet(CellFermiNet):
+    """FermiNet in a cell with nuclei (module docstring); all fields are static, those of
+    ``CellFermiNet`` (``soft_core`` and ``envelope_floor`` stay unset)."""
 
     def _input_widths(self) -> tuple[int, int]:
         return 7 * self.n_atoms, 7
@@ -86,18 +79,8 @@ class CrystalFermiNet(FermiNet):
         _, h2, _ = inputs(r, vectors)
         return h1, h2, d
 
-    def _jastrow(self, params: Params, r: Array) -> Array:
-        _, _, d = inputs(r, np.asarray(self.lattice, np.float64))
-        return cusp.exponent_of(params["jastrow"], d, self.n_up)
-
-    def describe(self) -> str:
-        widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
-        kind = "full" if self.full_det else "spin-block"
-        extras = " + periodic Jastrow" * self.jastrow
-        return (
-            f"periodic FermiNet [{widths}]{extras}, {self.n_determinants} {kind} determinants "
-            f"with envelopes of periodic distances to {self.n_atoms} nuclei per cell"
-        )
+    def _orbitals_words(self) -> str:
+        return f"with envelopes of periodic distances to {self.n_atoms} nuclei per cell"
 
 
 def from_config(crystal, config) -> CrystalFermiNet:

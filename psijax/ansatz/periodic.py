@@ -123,15 +123,42 @@ def pair_features(w: Array, vectors: np.ndarray) -> tuple[Array, Array]:
 
 
 @dataclasses.dataclass(frozen=True)
-class PeriodicFermiNet(FermiNet):
-    """FermiNet in a periodic cell (module docstring); all fields are static.
+class CellFermiNet(FermiNet):
+    """What every FermiNet in a periodic cell shares: the cell, the cusp Jastrow factor of
+    the periodic electron-electron distances, and its description; the orbitals are each
+    subclass's (``_orbitals_words`` names them).
 
-    Attributes (besides FermiNet's; ``nuclei`` is empty):
+    Attributes (besides FermiNet's):
         lattice: the cell's three lattice vectors (bohr).
-        waves: (kx, ky, kz, phase) of each orbital's plane wave, up electrons' first.
     """
 
     lattice: tuple[Vector, Vector, Vector] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+    def _jastrow(self, params: Params, r: Array) -> Array:
+        _, _, d = inputs(r, np.asarray(self.lattice, np.float64))
+        return cusp.exponent_of(params["jastrow"], d, self.n_up)
+
+    def _orbitals_words(self) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
+        kind = "full" if self.full_det else "spin-block"
+        extras = " + periodic Jastrow" * self.jastrow
+        return (
+            f"periodic FermiNet [{widths}]{extras}, {self.n_determinants} {kind} determinants "
+            f"{self._orbitals_words()}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodicFermiNet(CellFermiNet):
+    """FermiNet for the electron gas (module docstring); all fields are static.
+
+    Attributes (besides ``CellFermiNet``'s; ``nuclei`` is empty):
+        waves: (kx, ky, kz, phase) of each orbital's plane wave, up electrons' first.
+    """
+
     waves: tuple[Wave, ...] = ()
 
     @property
@@ -146,18 +173,8 @@ class PeriodicFermiNet(FermiNet):
         h1, h2, _ = inputs(r, np.asarray(self.lattice, np.float64))
         return h1, h2, r
 
-    def _jastrow(self, params: Params, r: Array) -> Array:
-        _, _, d = inputs(r, np.asarray(self.lattice, np.float64))
-        return cusp.exponent_of(params["jastrow"], d, self.n_up)
-
-    def describe(self) -> str:
-        widths = ", ".join(f"({a}, {b})" for a, b in self.layers)
-        kind = "full" if self.full_det else "spin-block"
-        extras = " + periodic Jastrow" * self.jastrow
-        return (
-            f"periodic FermiNet [{widths}]{extras}, {self.n_determinants} {kind} determinants "
-            f"of plane-wave orbitals ({self.n_up} + {self.n_down})"
-        )
+    def _orbitals_words(self) -> str:
+        return f"of plane-wave orbitals ({self.n_up} + {self.n_down})"
 
 
 def from_config(system, config) -> PeriodicFermiNet:
