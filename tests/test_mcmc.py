@@ -160,6 +160,25 @@ def test_step_scale_is_the_clipped_distance_to_the_nearest_nucleus():
     np.testing.assert_allclose(step_scale(x, nuclei), [[low, np.sqrt(0.5), high]], rtol=1e-6)
 
 
+def test_step_scale_in_a_crystal_is_the_distance_to_the_nearest_image():
+    """Near the image of a nucleus in the next cell an electron takes a core electron's
+    step, and the sampler of a crystal's config knows its cell."""
+    from psijax import config as config_lib
+    from psijax.sampling.metropolis import scaled_from_config
+    from psijax.system import Crystal, Lattice, Molecule
+
+    cell = Lattice.cubic(6.0)
+    nuclei = jnp.asarray([[0.0, 0.0, 0.0]], jnp.float32)
+    x = jnp.asarray([[[5.9, 0.0, 0.0], [3.0, 0.0, 1.0], [-0.6, 6.0, 0.8]]], jnp.float32)
+    low, high = STEP_SCALE
+    np.testing.assert_allclose(step_scale(x, nuclei), [[high, high, high]], rtol=1e-6)
+    np.testing.assert_allclose(step_scale(x, nuclei, cell), [[low, high, 1.0]], rtol=1e-5, atol=0)
+    crystal = Crystal.of(Molecule(("H", "H"), (1.0, 1.0), ((0, 0, 0), (1.4, 0, 0))), cell)
+    sampler = scaled_from_config(config_lib.Config(system="H2"), crystal)
+    assert sampler.lattice == cell and sampler.nuclei is not None
+    assert scaled_from_config(config_lib.Config(system="H2"), preset("H2")).lattice is None
+
+
 # ----------------------------------------------------------------------- width adaptation
 def test_acceptance_in_range_and_width_moves_toward_target():
     walkers = init_walkers(jax.random.key(0), preset("LiH"), 32)

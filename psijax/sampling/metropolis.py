@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.sampling.base import BatchLogAbs
+from psijax.system.lattice import Lattice
 from psijax.types import Array, Walkers
 
 
@@ -40,6 +41,8 @@ class Metropolis:
     rate: float = 0.1  # adapt_width's rate: the width changes at most by exp(rate) per step
     # Positions of the nuclei (bohr) that scale each electron's step; None: one width for all.
     nuclei: tuple[tuple[float, float, float], ...] | None = None
+    # A crystal's cell: the distance to a nucleus is to its nearest image.
+    lattice: Lattice | None = None
 
     def init(self, dtype=jnp.float32) -> Array:
         return jnp.asarray(self.initial_width, dtype)
@@ -55,8 +58,9 @@ class Metropolis:
 
     def step(self, key, log_abs, walkers, log_abs_walkers, state, rows=None):
         walkers, log_abs_walkers, stats = metropolis(
-            key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei, rows
-        )
+            key, log_abs, walkers, log_abs_walkers, state, self.n_moves, self.nuclei, rows,
+            self.lattice,
+        )  # fmt: skip
         if self.adapt:
             state = adapt_width(state, stats.acceptance, target=self.target, rate=self.rate)
         return walkers, log_abs_walkers, state, stats
@@ -71,9 +75,11 @@ def metropolis(
     n_moves: int,
     nuclei=None,
     rows: tuple[Array, int] | None = None,
+    lattice: Lattice | None = None,
 ) -> tuple[Walkers, Array, MCMCStats]:
     """`n_moves` all-electron Gaussian moves of std `width` (bohr) per walker, each
-    electron's std times ``step_scale`` when ``nuclei`` ``[atoms, 3]`` (bohr) are given.
+    electron's std times ``step_scale`` when ``nuclei`` ``[atoms, 3]`` (bohr) are given
+    (to their nearest images in ``lattice``, a crystal's cell).
 
     Accepts with probability min(1, |psi(new)|^2 q(old | new) / (|psi(old)|^2 q(new | old)))
     for the proposal density q (symmetric without ``nuclei``); a proposal with a non-finite
@@ -97,9 +103,9 @@ def metropolis(
         if nuclei is None:
             proposal, log_q = x + width * noise, 0.0
         else:
-            step = width * step_scale(x, nuclei)  # [walker, electron]
+            step = width * step_scale(x, nuclei, lattice)  # [walker, electron]
             proposal = x + step[..., None] * noise
-            ratio = step / (width * step_scale(proposal, nuclei))  # forward / backward std
+            ratio = step / (width * step_scale(proposal, nuclei, lattice))  # forward / backward
             # log q(old | new) - log q(new | old), Gaussian in 3 dimensions per electron
             squared = jnp.sum(noise**2, axis=-1)
             log_q = jnp.sum(3.0 * jnp.log(ratio) + 0.5 * squared * (1 - ratio**2), axis=-1)
@@ -135,13 +141,16 @@ def _draw(sample, key: Array, shape: tuple, dtype, rows: tuple[Array, int] | Non
 STEP_SCALE = (0.5, 2.0)
 
 
-def step_scale(x: Array, nuclei: Array) -> Array:
-    """Each electron's step factor: its distance to the nearest nucleus, clipped to
-    ``STEP_SCALE``. x: ``[walker, electron, 3]``, nuclei: ``[atoms, 3]`` -> ``[walker,
-    electron]``. The density changes on a scale of 1/Z near a nucleus of charge Z and of
-    bohrs in the valence, where one width for all electrons, set by the cores, moves the
-    valence electrons slowly."""
-    distance = jnp.sqrt(jnp.sum((x[..., None, :] - nuclei) ** 2, axis=-1))
+def step_scale(x: Array, nuclei: Array, lattice: Lattice | None = None) -> Array:
+    """Each electron's step factor: its distance to the nearest nucleus (the nearest image
+    of one, given a crystal's ``lattice``), clipped to ``STEP_SCALE``. x: ``[walker,
+    electron, 3]``, nuclei: ``[atoms, 3]`` -> ``[walker, electron]``. The density changes
+    on a scale of 1/Z near a nucleus of charge Z and of bohrs in the valence, where one
+    width for all electrons, set by the cores, moves the valence electrons slowly."""
+    d = x[..., None, :] - nuclei
+    if lattice is not None:
+        d = lattice.minimum_image(d)
+    distance = jnp.sqrt(jnp.sum(d**2, axis=-1))
     return jnp.clip(jnp.min(distance, axis=-1), *STEP_SCALE)
 
 
@@ -172,7 +181,9 @@ def from_config(config, molecule, **settings) -> Metropolis:
 
 def scaled_from_config(config, molecule, **settings) -> Metropolis:
     """``config.mcmc_moves`` moves per step, each electron's step scaled by its distance to
-    the nearest of ``molecule``'s nuclei (one width for all without nuclei: the electron
-    gas); ``settings`` override the other fields."""
+    the nearest of ``molecule``'s nuclei, or of their images in a crystal (one width for
+    all without nuclei: the electron gas); ``settings`` override the other fields."""
     nuclei = molecule.coords or None
-    return Metropolis(**{"n_moves": config.mcmc_moves, "nuclei": nuclei, **settings})
+    lattice = getattr(molecule, "lattice", None) if nuclei else None
+    fields = {"n_moves": config.mcmc_moves, "nuclei": nuclei, "lattice": lattice}
+    return Metropolis(**{**fields, **settings})
