@@ -225,10 +225,12 @@ class LowestStates:
         ]
         if config.pretrain_steps and hf is not None:
             configurations = Entry("psijax.training.pretrain_states:configurations").load()
-            targets = configurations(hf, k, config.basis)
+            shared = config.states_network != "separate"
+            per_state = max(config.determinants // k, 1) if shared else config.determinants
+            targets = configurations(hf, k, config.basis, pair=per_state >= 2)
             lines.append(
                 "pretraining    "
-                + "; ".join(f"state {i}: {what}" for i, (what, _) in enumerate(targets))
+                + "; ".join(f"state {i}: {what}" for i, (what, *_) in enumerate(targets))
             )
         return lines
 

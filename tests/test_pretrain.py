@@ -284,6 +284,40 @@ def test_the_head_fit_recovers_orbitals_the_head_can_represent(name, full_det):
         jax.config.update("jax_enable_x64", False)
 
 
+@pytest.mark.parametrize("full_det", [True, False])
+def test_the_head_fit_recovers_a_target_per_determinant(full_det):
+    """Targets with a determinant axis (a state started on two configurations): each
+    determinant is fitted to its own, and the pretraining loss takes them so (zero there)."""
+    from psijax.training.pretrain import _orbital_loss
+
+    jax.config.update("jax_enable_x64", True)
+    try:
+        mol = preset("Li")
+        net = tiny_net(mol, full_det)
+        params = net.init(jax.random.key(0), jnp.float64)
+        walkers = init_walkers(jax.random.key(1), mol, 16).astype(jnp.float64)
+        h, r_ae = jax.vmap(net.head_inputs, (None, 0))(params, walkers)
+        true = dict(params["orbitals"])
+        for i, spin in enumerate(s for s in ("up", "down") if s in true):
+            true[spin] = {"w": jax.random.normal(jax.random.key(7 + i), true[spin]["w"].shape)}
+        targets = jax.vmap(net.head.orbitals, (None, 0, 0))(true, h, r_ae)  # [W, k, ., .]
+        assert not np.allclose(targets[0][:, 0], targets[0][:, 1])
+        fitted = net.head.fit(params["orbitals"], h, r_ae, targets, ridge=1e-12)
+        got = jax.vmap(net.head.orbitals, (None, 0, 0))(fitted, h, r_ae)
+        for g, t in zip(got, targets, strict=True):
+            np.testing.assert_allclose(g, t, atol=1e-8)
+        # the loss of the same target for every determinant, given once or per determinant
+        up = targets[0][:, 0, : mol.n_up, : mol.n_up]
+        down = targets[-1][:, 0, -mol.n_down :, -mol.n_down :]
+        k = net.n_determinants
+        each = [jnp.repeat(t[:, None], k, axis=1) for t in (up, down)]
+        np.testing.assert_allclose(
+            _orbital_loss(net, got, *each), _orbital_loss(net, got, up, down), rtol=1e-12
+        )
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
 def test_the_weighted_grams_are_the_einsum_of_the_rows():
     """The head fit's Gram matrices, formed from their upper triangle, equal the plain
     weighted sum of the rows' outer products in every entry (both triangles)."""

@@ -184,13 +184,78 @@ def test_configurations_are_the_ground_and_the_lowest_single_excitations():
     assert gaps == sorted(gaps) and gaps[0] > 0
     targets = pretrain.configurations(hf, 3, "sto-6g")
     assert targets[0][0] == "ground"
-    first = targets[1][1]
+    assert all(what.startswith(str(x)) for (what, *_), x in zip(targets[1:], found, strict=False))
+    frozen = pretrain.excited(hf, found[0])  # the fallback: the ground state's orbitals
     x = found[0]
-    coeff = first.coeff_up if x.spin == "up" else first.coeff_down
+    coeff = frozen.coeff_up if x.spin == "up" else frozen.coeff_down
     spectrum = hf.spectrum[0 if x.spin == "up" else 1]
     np.testing.assert_allclose(coeff[:, x.occupied], spectrum.virtual_coeff[:, x.virtual])
     with pytest.raises(InputError, match="larger basis"):
         pretrain.excitations(scf.hartree_fock(preset("He"), "sto-6g"), 2, "sto-6g")
+
+
+def test_an_excitation_and_its_spin_mirror_start_a_state_of_definite_spin():
+    """A closed shell's single excitation D and its spin mirror F D (up and down swapped):
+    the first state on an excitation starts as D - F D, odd under exchanging all up with
+    all down electrons (the M_S = 0 triplet), the second, of the other spin, as D + F D,
+    even (the singlet); without pairing, or for one determinant a state, a lone D."""
+    from psijax.sampling import init_walkers
+    from psijax.system import scf
+    from psijax.training import pretrain_states as pretrain
+
+    hf = scf.hartree_fock(preset("LiH"), "sto-6g")
+    targets = pretrain.configurations(hf, 3, "sto-6g", pair=True)
+    assert [mirror for *_, mirror in targets] == [0, -1, 1]
+    assert "triplet" in targets[1][0] and "singlet" in targets[2][0]
+    assert [m for *_, m in pretrain.configurations(hf, 3, "sto-6g")] == [0, 0, 0]
+    walkers = init_walkers(jax.random.key(0), preset("LiH"), 64).astype(jnp.float64)
+    flipped = walkers[:, jnp.array([2, 3, 0, 1])]  # every up electron where a down one was
+    for _, config, mirror in targets[1:]:
+        orbitals, coefficients = scf.hf_orbital_basis(config)
+        paired = pretrain.paired_targets(orbitals, mirror, 4)
+
+        def psi(r, paired=paired, coefficients=coefficients):
+            up, down = paired(r, coefficients)  # [W, 4, 2, 2]: D twice, then +-F D twice
+            dets = jnp.linalg.det(up) * jnp.linalg.det(down)
+            np.testing.assert_allclose(dets[:, 0], dets[:, 1])
+            return dets[:, 0] + dets[:, -1]
+
+        value = psi(walkers)
+        assert np.median(np.abs(value)) > 1e-6
+        np.testing.assert_allclose(psi(flipped), mirror * value, rtol=1e-8, atol=1e-12)
+
+
+def test_excited_configuration_orbitals_are_relaxed_for_it():
+    """LiH's lowest single excitation in cc-pVDZ: the relaxed configuration (maximum
+    overlap UHF) lies below the same configuration on the ground state's orbitals (the
+    SCF minimises over its orbitals), stays on it, and its new orbital is more compact
+    than the ground state's diffuse virtual."""
+    from pyscf import scf as pyscf_scf
+
+    from psijax.system import scf
+    from psijax.training import pretrain_states as pretrain
+
+    hf = scf.hartree_fock(preset("LiH"), "cc-pvdz")
+    x = pretrain.excitations(hf, 1, "cc-pvdz")[0]
+    spin = 0 if x.spin == "up" else 1
+    own = scf.relaxed(hf, spin, x.occupied, x.virtual)
+    frozen = pretrain.excited(hf, x)
+    assert own is not None and own.converged
+    mf = pyscf_scf.UHF(hf.mol)
+
+    def energy(config):  # of the determinant of config's occupied orbitals
+        return mf.energy_tot(np.array([c @ c.T for c in (config.coeff_up, config.coeff_down)]))
+
+    assert own.energy == pytest.approx(energy(own), abs=1e-8)
+    assert hf.energy < own.energy < energy(frozen) - 1e-3
+    overlap = hf.mol.intor("int1e_ovlp")
+    for new, old in ((own.coeff_up, frozen.coeff_up), (own.coeff_down, frozen.coeff_down)):
+        assert abs(np.linalg.det(old.T @ overlap @ new)) > 0.5
+    r2 = hf.mol.intor("int1e_r2")
+    spread = lambda c: np.diag(c.T @ r2 @ c)
+    moved = own.coeff_up if spin == 0 else own.coeff_down
+    before = frozen.coeff_up if spin == 0 else frozen.coeff_down
+    assert np.max(spread(moved)) < 0.8 * np.max(spread(before))
 
 
 # ------------------------------------------------------------------- a run end to end

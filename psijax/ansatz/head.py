@@ -80,7 +80,8 @@ class OrbitalHead:
         h: ``[W, n, n_features]`` and r_ae: ``[W, n, atoms]``, as ``orbitals`` takes them
         per walker; targets: what ``orbitals`` returns per walker with its determinant
         axis dropped (``[W, n, n]`` with full_det, else ``[W, up, up]`` and ``[W, down,
-        down]``). The orbitals are linear in ``w``, so each determinant's orbital column
+        down]``), one target for every determinant, or with it (``[W, k, ...]``), a target
+        per determinant. The orbitals are linear in ``w``, so each determinant's orbital column
         is an independent linear least-squares problem over walkers and electrons; its
         ``ridge`` (relative to the column's mean squared design entry) pulls the column
         towards its current ``w``, where the walkers do not determine it.
@@ -95,7 +96,10 @@ class OrbitalHead:
             env = jax.vmap(envelope, (0, None, None, None))(
                 r_ae[:, sl], params[spin + "_sigma"], params[spin + "_pi"], self.decay_floor
             ).reshape(feats.shape[0], -1)  # [S, k * per_det]
-            goal = jnp.tile(block.reshape(feats.shape[0], -1), (1, k))  # [S, k * per_det]
+            if block.ndim == 4:  # a target per determinant: [W, k, count, per_det]
+                goal = jnp.moveaxis(block, 1, 2).reshape(feats.shape[0], -1)
+            else:  # one for all determinants
+                goal = jnp.tile(block.reshape(feats.shape[0], -1), (1, k))  # [S, k * per_det]
             gram = _weighted_grams(env**2, feats)  # [columns, F, F]
             rhs = jnp.einsum("sc,sf->cf", env * goal, feats)  # [columns, F]
             w = params[spin]["w"]  # [F, columns]
@@ -109,7 +113,7 @@ class OrbitalHead:
     def _block_targets(self, targets: list[Array], spin: str, start: int, count: int) -> Array:
         """The rows of ``targets`` that this spin's electrons' orbitals are fitted to."""
         if self.full_det:
-            return targets[0][:, start : start + count]
+            return targets[0][..., start : start + count, :]
         return targets[0 if spin == "up" or self.n_up == 0 else 1]
 
     def with_decays(self, params: Params, decays: Array) -> Params:

@@ -116,6 +116,49 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
     return HartreeFock(mol, up, down, energy, bool(mf.converged), spectrum)
 
 
+def relaxed(hf: HartreeFock, spin: int, occupied: int, virtual: int) -> HartreeFock | None:
+    """The configuration of ``hf`` with occupied orbital ``occupied`` of ``spin`` (0 up,
+    1 down) replaced by its virtual orbital ``virtual``, with every orbital relaxed for
+    that configuration: UHF kept on it by the maximum overlap method (Gilbert, Besley and
+    Gill, J. Phys. Chem. A 112, 13164 (2008)). A ground state's virtual orbitals feel all
+    N electrons and, in a basis with diffuse functions, spread far out (LiH's lowest in
+    aug-cc-pVDZ: <r^2> = 77 bohr^2, the relaxed excited orbital's 21). None where the SCF
+    does not converge or leaves the configuration (its occupied orbitals of either spin
+    overlap the unrelaxed ones' by less than a half); molecules only."""
+    from pyscf import scf
+
+    mol = hf.mol
+    if hasattr(mol, "lattice_vectors") or hf.spectrum is None:
+        return None
+    coeffs, occupations = [], []
+    for s, (c_occ, spectrum) in enumerate(
+        zip((hf.coeff_up, hf.coeff_down), hf.spectrum, strict=True)
+    ):
+        n_occ = c_occ.shape[1]
+        occ = np.concatenate([np.ones(n_occ), np.zeros(spectrum.virtual_coeff.shape[1])])
+        if s == spin:
+            occ[occupied], occ[n_occ + virtual] = 0.0, 1.0
+        coeffs.append(np.concatenate([c_occ, spectrum.virtual_coeff], axis=1))
+        occupations.append(occ)
+    mf = scf.addons.mom_occ(scf.UHF(mol), np.array(coeffs), np.array(occupations))
+    mf.verbose, mf.max_cycle = 0, 100
+    energy = float(mf.kernel(mf.make_rdm1(np.array(coeffs), np.array(occupations))))
+    if not mf.converged:
+        return None
+    overlap = mol.intor("int1e_ovlp")
+    kept, spectra = [], []
+    for c, occ, c_new, e_new, o_new in zip(
+        coeffs, occupations, mf.mo_coeff, mf.mo_energy, mf.mo_occ, strict=True
+    ):
+        c_new, e_new, taken = np.asarray(c_new), np.asarray(e_new), np.asarray(o_new) > 0
+        if abs(np.linalg.det(c[:, occ > 0].T @ overlap @ c_new[:, taken])) < 0.5:
+            return None
+        kept.append(canonical_orbitals(c_new[:, taken], e_new[taken]))
+        virt = canonical_orbitals(c_new[:, ~taken], e_new[~taken])
+        spectra.append(Spectrum(e_new[taken], e_new[~taken], virt))
+    return HartreeFock(mol, kept[0], kept[1], energy, True, tuple(spectra))
+
+
 def _periodic_uhf(cell: Any) -> Any:
     """pyscf.pbc UHF at the Gamma point of a built ``Cell``, its integrals by Gaussian
     density fitting (Weigend's auxiliary basis covers H-Kr), exchange's divergence by the

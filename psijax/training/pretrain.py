@@ -57,20 +57,22 @@ def pretrain_loss(
 def _orbital_loss(net: Ansatz, orbitals: list[Array], targets_up: Array, targets_down: Array):
     """``pretrain_loss`` of the orbital matrices ``orbitals`` (each [W, k, ., .])."""
     targets = _targets(net, targets_up, targets_down, orbitals[0].dtype)
-    losses = [
-        jnp.mean(jnp.sum((o - t[:, None]) ** 2, axis=(-2, -1)))
+    losses = [  # a target for all determinants [W, ., .] or one per determinant [W, k, ., .]
+        jnp.mean(jnp.sum((o - (t if t.ndim == o.ndim else t[:, None])) ** 2, axis=(-2, -1)))
         for o, t in zip(orbitals, targets, strict=True)
     ]
     return sum(losses[1:], losses[0])
 
 
 def _targets(net: Ansatz, up: Array, down: Array, dtype) -> list[Array]:
-    """The HF orbitals [W, n_up, n_up] and [W, n_down, n_down] laid out as the network's
-    orbital matrices without their determinant axis."""
+    """The HF orbitals [W, n_up, n_up] and [W, n_down, n_down] (or [W, k, ., .], one pair
+    per determinant) laid out as the network's orbital matrices without their determinant
+    axis (or with it)."""
     up, down = up.astype(dtype), down.astype(dtype)
     if net.full_det:  # padding keeps the walker sharding of the targets
-        top = jnp.pad(up, ((0, 0), (0, 0), (0, net.n_down)))
-        bottom = jnp.pad(down, ((0, 0), (0, 0), (net.n_up, 0)))
+        lead = [(0, 0)] * (up.ndim - 1)
+        top = jnp.pad(up, (*lead, (0, net.n_down)))
+        bottom = jnp.pad(down, (*lead, (net.n_up, 0)))
         return [jnp.concatenate([top, bottom], axis=-2)]
     return [t for t, count in ((up, net.n_up), (down, net.n_down)) if count]
 
@@ -211,8 +213,22 @@ def sampler_of(config: Config, molecule: Molecule, **settings) -> Sampler:
 
 
 def _log_abs_det(orbitals: tuple[Array, Array]) -> Array:
-    """log|det| of the Hartree-Fock determinant from its spin blocks' orbital matrices."""
-    return sum(jnp.linalg.slogdet(o)[1] for o in orbitals if o.shape[-1])
+    """log|psi| of the target from its spin blocks' orbital matrices: one determinant's
+    ([W, n, n] each), or the sum of the first and last of k ([W, k, n, n]: two
+    configurations, ``pretrain_states.paired_targets``)."""
+    up, down = orbitals
+    if up.ndim == 3:
+        return sum(jnp.linalg.slogdet(o)[1] for o in orbitals if o.shape[-1])
+    (sign_a, log_a), (sign_b, log_b) = (
+        _signed_log_det(up[:, i], down[:, i]) for i in (0, up.shape[1] - 1)
+    )
+    top = jnp.maximum(log_a, log_b)
+    return top + jnp.log(jnp.abs(sign_a * jnp.exp(log_a - top) + sign_b * jnp.exp(log_b - top)))
+
+
+def _signed_log_det(up: Array, down: Array) -> tuple[Array, Array]:
+    parts = [jnp.linalg.slogdet(o) for o in (up, down) if o.shape[-1]]
+    return jnp.prod(jnp.stack([p[0] for p in parts]), axis=0), sum(p[1] for p in parts)
 
 
 def _make_chunk(
@@ -281,6 +297,7 @@ def pretrain(
     callback: Callable[[int, float], None] | None = None,
     on_chunk: Callable[[int], None] | None = None,
     hf: HartreeFock | None = None,
+    targets_of: Callable | None = None,
     max_steps: int | None = None,
     ready: Callable[[], None] | None = None,
 ) -> tuple[Params, Walkers, np.ndarray]:
@@ -292,7 +309,8 @@ def pretrain(
     in order, after each chunk of `CHUNK` steps (one host sync per chunk); `on_chunk(done)`
     then, with the number of steps done (a heartbeat for ``psijax.run.watch``); `ready()`
     once the fit's program is compiled, before its first step (nothing compiles after it).
-    `hf` is the UHF solution to fit (computed here when not given); `sampler` moves the
+    `hf` is the UHF solution to fit (computed here when not given); ``targets_of`` makes
+    other targets of its orbitals (``pretrain_states.paired_targets``); `sampler` moves the
     walkers (``sampler_of``: the default config's, with pretraining's moves and width).
     Returns (params, walkers, losses [steps] as numpy).
     """
@@ -314,6 +332,8 @@ def pretrain(
     walkers = jnp.asarray(walkers)
     sharding = walkers.sharding
     targets, coefficients = hf_orbital_basis(hf)
+    if targets_of is not None:
+        targets = targets_of(targets)
     run = _make_chunk(net, optimizer, targets, sampler, sharding)
     coefficients = _replicate(
         jax.tree.map(lambda c: np.asarray(c, walkers.dtype), coefficients), sharding

@@ -2,7 +2,9 @@
 
 State 0 is fitted to the UHF ground determinant, state i > 0 to the i-th lowest single
 excitation (one electron moved from an occupied to a virtual orbital of the same spin,
-ordered by the orbital-energy gap). Distinct determinants make the K states linearly
+ordered by the orbital-energy gap) with its orbitals relaxed for it (``scf.relaxed``:
+UHF held on the configuration by maximum overlap; the ground state's own orbitals where
+that fails). Distinct determinants make the K states linearly
 independent from the first step, so that det[psi_i(x^j)] is far from zero, and put each
 near a low-lying configuration; training then mixes them into the lowest K states. Each
 state is pretrained as a ground state would be (``psijax.training.pretrain``), on walkers
@@ -15,6 +17,7 @@ least squares on the layers as they end.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -23,7 +26,7 @@ import numpy as np
 
 from psijax.ansatz.states import SharedStates, States
 from psijax.errors import InputError
-from psijax.system.scf import HartreeFock, hf_orbital_basis
+from psijax.system.scf import HartreeFock, hf_orbital_basis, relaxed
 from psijax.training import pretrain as pretrain_lib
 from psijax.types import Array, Params, Walkers
 
@@ -82,11 +85,61 @@ def excited(hf: HartreeFock, x: Excitation) -> HartreeFock:
     return dataclasses.replace(hf, **{field: coeff, "spectrum": tuple(spectra)})
 
 
-def configurations(hf: HartreeFock, k: int, basis: str) -> list[tuple[str, HartreeFock]]:
-    """The ground determinant and the ``k - 1`` lowest single excitations, described."""
-    out = [("ground", hf)]
-    out += [(str(x), excited(hf, x)) for x in excitations(hf, k - 1, basis)]
+def configurations(
+    hf: HartreeFock, k: int, basis: str, *, pair: bool = False
+) -> list[tuple[str, HartreeFock, int]]:
+    """The ground determinant and the ``k - 1`` lowest single excitations, each with its
+    orbitals relaxed where the SCF allows (``scf.relaxed``): (description, configuration,
+    mirror). With ``pair`` and a closed shell (n_up = n_down, the same orbitals for both
+    spins) a state is its excitation minus (mirror -1: the M_S = 0 triplet) or, for the
+    second of an excitation's two spins, plus (+1: the singlet) its spin mirror
+    (``paired_targets``), so that each starts with a definite spin; else mirror 0."""
+    out: list[tuple[str, HartreeFock, int]] = [("ground", hf, 0)]
+    closed = hf.n_up == hf.n_down and np.allclose(hf.coeff_up, hf.coeff_down, atol=1e-3)
+    seen: set[tuple[int, int]] = set()
+    for x in excitations(hf, k - 1, basis):
+        spin = 0 if x.spin == "up" else 1
+        own = _relaxed(hf, spin, x.occupied, x.virtual)
+        what, config = (f"{x}, orbitals relaxed", own) if own is not None else (
+            f"{x}, the ground state's orbitals", excited(hf, x)
+        )  # fmt: skip
+        mirror = 0
+        if pair and closed:
+            mirror = 1 if (x.occupied, x.virtual) in seen else -1
+            seen.add((x.occupied, x.virtual))
+            what += " - its spin mirror (triplet)" if mirror < 0 else " + its spin mirror (singlet)"
+        out.append((what, config, mirror))
     return out
+
+
+def paired_targets(
+    orbitals: Callable[..., tuple[Array, Array]], sign: int, k: int
+) -> Callable[..., tuple[Array, Array]]:
+    """The targets of a state that is a configuration D plus ``sign`` times its spin mirror
+    F D (each spin's orbitals the other's; n_up = n_down): the first k // 2 of its k
+    determinants fitted to D, the others to F D with its first up orbital times ``sign``.
+    For a single excitation of a closed shell, in which F D moves the other spin's
+    electron, sign -1 gives the M_S = 0 triplet, +1 the singlet. ``orbitals(r,
+    coefficients)`` gives D's orbitals (``scf.hf_orbital_basis``); the targets are
+    [W, k, n, n] per spin."""
+    half = k // 2
+
+    def stack(a: Array, b: Array) -> Array:
+        return jnp.stack([a] * half + [b] * (k - half), axis=1)
+
+    def targets(r: Walkers, coefficients) -> tuple[Array, Array]:
+        up_a, down_a = orbitals(r, coefficients)
+        up_b, down_b = orbitals(r, tuple(coefficients)[::-1])
+        return stack(up_a, up_b.at[..., 0].multiply(sign)), stack(down_a, down_b)
+
+    return targets
+
+
+@functools.lru_cache(maxsize=64)
+def _relaxed(hf: HartreeFock, spin: int, occupied: int, virtual: int) -> HartreeFock | None:
+    """``scf.relaxed`` once per UHF solution and excitation (the dry run's description
+    and pretraining both ask)."""
+    return relaxed(hf, spin, occupied, virtual)
 
 
 def pretrain(
@@ -106,32 +159,37 @@ def pretrain(
     give each state its copy. Returns the stacked parameters, the walkers and each state's
     losses."""
     k, n = net.n_states, net.electrons_per_copy
-    targets = configurations(hf, k, basis)
+    per_state = net.state_net.n_determinants
+    targets = configurations(hf, k, basis, pair=per_state >= 2)
     copies = walkers.reshape(walkers.shape[0], k, n, 3)
     moved, losses = [], []
-    for i, (what, config) in enumerate(targets):
+    for i, (what, config, mirror) in enumerate(targets):
         note(f"state {i}: {what}")
+        paired = functools.partial(paired_targets, sign=mirror, k=per_state) if mirror else None
         p, w, loss = pretrain_lib.pretrain(
             jax.random.fold_in(key, i), net.state_net, net.state(params, i), molecule,
-            copies[:, i], hf=config, basis=basis, **settings,
+            copies[:, i], hf=config, basis=basis, targets_of=paired, **settings,
         )  # fmt: skip
         params = net.with_state(params, i, p)
         moved.append(w)
         losses.append(loss)
     if isinstance(net, SharedStates):  # the layers moved on after the earlier states' fits
-        params = _refit_heads(net, params, moved, [config for _, config in targets])
+        params = _refit_heads(net, params, moved, targets)
     walkers = jnp.stack(moved, axis=1).reshape(walkers.shape)
     return params, walkers, losses
 
 
 def _refit_heads(net: SharedStates, params: Params, walkers: list, targets: list) -> Params:
-    """Each state's orbital projection fitted again by least squares to its configuration
-    at its walkers, on the shared layers as the last state's pretraining left them."""
+    """Each state's orbital projection fitted again by least squares to its target
+    (``configurations``) at its walkers, on the shared layers as the last state's
+    pretraining left them."""
     one = net.state_net
     if not pretrain_lib.fits_head(one):
         return params
-    for i, (w, config) in enumerate(zip(walkers, targets, strict=True)):
+    for i, (w, (_, config, mirror)) in enumerate(zip(walkers, targets, strict=True)):
         orbitals, coefficients = hf_orbital_basis(config)
+        if mirror:
+            orbitals = paired_targets(orbitals, mirror, one.n_determinants)
         up, down = orbitals(w, [np.asarray(c, w.dtype) for c in coefficients])
         fitted = pretrain_lib.fit_head(one, net.state(params, i), w, up, down)
         params = net.with_state(params, i, fitted)
