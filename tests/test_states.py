@@ -212,13 +212,15 @@ def test_an_excitation_and_its_spin_mirror_start_a_state_of_definite_spin():
     flipped = walkers[:, jnp.array([2, 3, 0, 1])]  # every up electron where a down one was
     for _, config, mirror in targets[1:]:
         orbitals, coefficients = scf.hf_orbital_basis(config)
-        paired = pretrain.paired_targets(orbitals, mirror, 4)
+        paired = pretrain.paired_targets(orbitals, mirror, 5)
 
         def psi(r, paired=paired, coefficients=coefficients):
-            up, down = paired(r, coefficients)  # [W, 4, 2, 2]: D twice, then +-F D twice
+            up, down = paired(r, coefficients)  # [W, 5, 2, 2]: D, D, +-F D, +-F D, 0
             dets = jnp.linalg.det(up) * jnp.linalg.det(down)
             np.testing.assert_allclose(dets[:, 0], dets[:, 1])
-            return dets[:, 0] + dets[:, -1]
+            np.testing.assert_allclose(dets[:, 2], dets[:, 3])
+            np.testing.assert_allclose(dets[:, 4], 0.0)
+            return jnp.sum(dets, axis=1)
 
         value = psi(walkers)
         assert np.median(np.abs(value)) > 1e-6

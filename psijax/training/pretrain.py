@@ -214,13 +214,13 @@ def sampler_of(config: Config, molecule: Molecule, **settings) -> Sampler:
 
 def _log_abs_det(orbitals: tuple[Array, Array]) -> Array:
     """log|psi| of the target from its spin blocks' orbital matrices: one determinant's
-    ([W, n, n] each), or the sum of the first and last of k ([W, k, n, n]: two
-    configurations, ``pretrain_states.paired_targets``)."""
+    ([W, n, n] each), or the sum of the first and the (k // 2 + 1)-th of k ([W, k, n, n]:
+    two configurations, ``pretrain_states.paired_targets``)."""
     up, down = orbitals
     if up.ndim == 3:
         return sum(jnp.linalg.slogdet(o)[1] for o in orbitals if o.shape[-1])
     (sign_a, log_a), (sign_b, log_b) = (
-        _signed_log_det(up[:, i], down[:, i]) for i in (0, up.shape[1] - 1)
+        _signed_log_det(up[:, i], down[:, i]) for i in (0, up.shape[1] // 2)
     )
     top = jnp.maximum(log_a, log_b)
     return top + jnp.log(jnp.abs(sign_a * jnp.exp(log_a - top) + sign_b * jnp.exp(log_b - top)))

@@ -117,7 +117,8 @@ def paired_targets(
 ) -> Callable[..., tuple[Array, Array]]:
     """The targets of a state that is a configuration D plus ``sign`` times its spin mirror
     F D (each spin's orbitals the other's; n_up = n_down): the first k // 2 of its k
-    determinants fitted to D, the others to F D with its first up orbital times ``sign``.
+    determinants fitted to D, the next k // 2 to F D with its first up orbital times
+    ``sign``, an odd one out to zero (so the two enter with equal weight).
     For a single excitation of a closed shell, in which F D moves the other spin's
     electron, sign -1 gives the M_S = 0 triplet, +1 the singlet. ``orbitals(r,
     coefficients)`` gives D's orbitals (``scf.hf_orbital_basis``); the targets are
@@ -125,7 +126,7 @@ def paired_targets(
     half = k // 2
 
     def stack(a: Array, b: Array) -> Array:
-        return jnp.stack([a] * half + [b] * (k - half), axis=1)
+        return jnp.stack([a] * half + [b] * half + [jnp.zeros_like(a)] * (k % 2), axis=1)
 
     def targets(r: Walkers, coefficients) -> tuple[Array, Array]:
         up_a, down_a = orbitals(r, coefficients)
