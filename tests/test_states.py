@@ -196,25 +196,25 @@ def test_configurations_are_the_ground_and_the_lowest_single_excitations():
 
 def test_an_excitation_and_its_spin_mirror_start_a_state_of_definite_spin():
     """A closed shell's single excitation D and its spin mirror F D (up and down swapped):
-    the first state on an excitation starts as D - F D, odd under exchanging all up with
-    all down electrons (the M_S = 0 triplet), the second, of the other spin, as D + F D,
-    even (the singlet); without pairing, or for one determinant a state, a lone D."""
+    D - F D is odd under exchanging all up with all down electrons (the M_S = 0 triplet),
+    D + F D even (the singlet). A state whose mirror is no other state's start begins as
+    the triplet; where both spins' excitations are states, or without pairing, a lone D."""
     from psijax.sampling import init_walkers
     from psijax.system import scf
     from psijax.training import pretrain_states as pretrain
 
     hf = scf.hartree_fock(preset("LiH"), "sto-6g")
-    targets = pretrain.configurations(hf, 3, "sto-6g", pair=True)
-    assert [mirror for *_, mirror in targets] == [0, -1, 1]
-    assert "triplet" in targets[1][0] and "singlet" in targets[2][0]
-    assert [m for *_, m in pretrain.configurations(hf, 3, "sto-6g")] == [0, 0, 0]
+    targets = pretrain.configurations(hf, 2, "sto-6g", pair=True)
+    assert [mirror for *_, mirror in targets] == [0, -1] and "triplet" in targets[1][0]
+    assert [m for *_, m in pretrain.configurations(hf, 3, "sto-6g", pair=True)] == [0, 0, 0]
+    assert [m for *_, m in pretrain.configurations(hf, 2, "sto-6g")] == [0, 0]
     walkers = init_walkers(jax.random.key(0), preset("LiH"), 64).astype(jnp.float64)
     flipped = walkers[:, jnp.array([2, 3, 0, 1])]  # every up electron where a down one was
-    for _, config, mirror in targets[1:]:
-        orbitals, coefficients = scf.hf_orbital_basis(config)
+    orbitals, coefficients = scf.hf_orbital_basis(targets[1][1])
+    for mirror in (-1, 1):
         paired = pretrain.paired_targets(orbitals, mirror, 5)
 
-        def psi(r, paired=paired, coefficients=coefficients):
+        def psi(r, paired=paired):
             up, down = paired(r, coefficients)  # [W, 5, 2, 2]: D, D, +-F D, +-F D, 0
             dets = jnp.linalg.det(up) * jnp.linalg.det(down)
             np.testing.assert_allclose(dets[:, 0], dets[:, 1])

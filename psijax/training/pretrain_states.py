@@ -91,24 +91,26 @@ def configurations(
     """The ground determinant and the ``k - 1`` lowest single excitations, each with its
     orbitals relaxed where the SCF allows (``scf.relaxed``): (description, configuration,
     mirror). With ``pair`` and a closed shell (n_up = n_down, the same orbitals for both
-    spins) a state is its excitation minus (mirror -1: the M_S = 0 triplet) or, for the
-    second of an excitation's two spins, plus (+1: the singlet) its spin mirror
-    (``paired_targets``), so that each starts with a definite spin; else mirror 0."""
+    spins), an excitation whose spin mirror (the same excitation of the other spin) is not
+    among them starts as itself minus its mirror (mirror -1, ``paired_targets``): the
+    M_S = 0 triplet, the lower of the two spin states it is half of. Where both are, their
+    span holds the triplet and the singlet already, and each keeps mirror 0."""
     out: list[tuple[str, HartreeFock, int]] = [("ground", hf, 0)]
     closed = hf.n_up == hf.n_down and np.allclose(hf.coeff_up, hf.coeff_down, atol=1e-3)
-    seen: set[tuple[int, int]] = set()
-    for x in excitations(hf, k - 1, basis):
+    found = excitations(hf, k - 1, basis)
+    for x in found:
         spin = 0 if x.spin == "up" else 1
         own = _relaxed(hf, spin, x.occupied, x.virtual)
         what, config = (f"{x}, orbitals relaxed", own) if own is not None else (
             f"{x}, the ground state's orbitals", excited(hf, x)
         )  # fmt: skip
-        mirror = 0
-        if pair and closed:
-            mirror = 1 if (x.occupied, x.virtual) in seen else -1
-            seen.add((x.occupied, x.virtual))
-            what += " - its spin mirror (triplet)" if mirror < 0 else " + its spin mirror (singlet)"
-        out.append((what, config, mirror))
+        twin = any(
+            (y.spin, y.occupied, y.virtual) != (x.spin, x.occupied, x.virtual)
+            and (y.occupied, y.virtual) == (x.occupied, x.virtual)
+            for y in found
+        )
+        mirror = -1 if pair and closed and not twin else 0
+        out.append((f"{what} - its spin mirror (triplet)" if mirror else what, config, mirror))
     return out
 
 
