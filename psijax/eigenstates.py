@@ -183,10 +183,15 @@ class LowestStates:
         from psijax.ansatz.states import SharedStates, States
 
         if self.shared and hasattr(net, "apply_groups"):
-            each = max(1, net.n_determinants // self.n_states)
+            each = self.determinants_per_state(net.n_determinants)
             split = dataclasses.replace(net, n_determinants=each * self.n_states)
             return SharedStates(split, self.n_states)
         return States(net, self.n_states)
+
+    def determinants_per_state(self, n_determinants: int) -> int:
+        """Each state's determinants of a network's ``n_determinants``: its share (at
+        least one) on one shared network, all of them on a network of its own."""
+        return max(1, n_determinants // self.n_states) if self.shared else n_determinants
 
     def local_energy(self, hamiltonian, network):
         from psijax.hamiltonian import states
@@ -225,8 +230,7 @@ class LowestStates:
         ]
         if config.pretrain_steps and hf is not None:
             configurations = Entry("psijax.training.pretrain_states:configurations").load()
-            shared = config.states_network != "separate"
-            per_state = max(config.determinants // k, 1) if shared else config.determinants
+            per_state = self.determinants_per_state(config.determinants)
             targets = configurations(hf, k, config.basis, pair=per_state >= 2)
             lines.append(
                 "pretraining    "

@@ -258,17 +258,24 @@ def test_the_config_gives_pretraining_ten_times_its_steps_at_most():
 
 
 # ---------------------------------------------------- the head's least squares, envelopes
+def _head_inputs(name: str, full_det: bool):
+    """A tiny float64 network of preset ``name``, its parameters and the head's inputs at
+    16 walkers (call with x64 enabled)."""
+    mol = preset(name)
+    net = tiny_net(mol, full_det)
+    params = net.init(jax.random.key(0), jnp.float64)
+    walkers = init_walkers(jax.random.key(1), mol, 16).astype(jnp.float64)
+    h, r_ae = jax.vmap(net.head_inputs, (None, 0))(params, walkers)
+    return mol, net, params, h, r_ae
+
+
 @pytest.mark.parametrize(("name", "full_det"), [("Li", True), ("Li", False), ("H", False)])
 def test_the_head_fit_recovers_orbitals_the_head_can_represent(name, full_det):
     """Targets made by the head itself from some projection: the fit from other weights
     gives them back, in every spin block and layout."""
     jax.config.update("jax_enable_x64", True)
     try:
-        mol = preset(name)
-        net = tiny_net(mol, full_det)
-        params = net.init(jax.random.key(0), jnp.float64)
-        walkers = init_walkers(jax.random.key(1), mol, 16).astype(jnp.float64)
-        h, r_ae = jax.vmap(net.head_inputs, (None, 0))(params, walkers)
+        _, net, params, h, r_ae = _head_inputs(name, full_det)
         true = dict(params["orbitals"])
         for i, spin in enumerate(s for s in ("up", "down") if s in true):
             w = true[spin]["w"]
@@ -292,11 +299,7 @@ def test_the_head_fit_recovers_a_target_per_determinant(full_det):
 
     jax.config.update("jax_enable_x64", True)
     try:
-        mol = preset("Li")
-        net = tiny_net(mol, full_det)
-        params = net.init(jax.random.key(0), jnp.float64)
-        walkers = init_walkers(jax.random.key(1), mol, 16).astype(jnp.float64)
-        h, r_ae = jax.vmap(net.head_inputs, (None, 0))(params, walkers)
+        mol, net, params, h, r_ae = _head_inputs("Li", full_det)
         true = dict(params["orbitals"])
         for i, spin in enumerate(s for s in ("up", "down") if s in true):
             true[spin] = {"w": jax.random.normal(jax.random.key(7 + i), true[spin]["w"].shape)}

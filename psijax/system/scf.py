@@ -140,9 +140,10 @@ def relaxed(hf: HartreeFock, spin: int, occupied: int, virtual: int) -> HartreeF
             occ[occupied], occ[n_occ + virtual] = 0.0, 1.0
         coeffs.append(np.concatenate([c_occ, spectrum.virtual_coeff], axis=1))
         occupations.append(occ)
-    mf = scf.addons.mom_occ(scf.UHF(mol), np.array(coeffs), np.array(occupations))
+    start, occupied_start = np.array(coeffs), np.array(occupations)
+    mf = scf.addons.mom_occ(scf.UHF(mol), start, occupied_start)
     mf.verbose, mf.max_cycle = 0, 100
-    energy = float(mf.kernel(mf.make_rdm1(np.array(coeffs), np.array(occupations))))
+    energy = float(mf.kernel(mf.make_rdm1(start, occupied_start)))
     if not mf.converged:
         return None
     overlap = mol.intor("int1e_ovlp")
