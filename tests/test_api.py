@@ -84,8 +84,8 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert steps(system="C 0 0 0", spin=2, ecp="ccecp") == 1500  # four valence electrons
     assert steps(system="B", steps=200) == 200  # given: kept
     assert "3000" in sizing.describe_steps()
-    # K states: (K + 1) / 2 times the ground state's, in whole hundreds
-    assert steps(system="H", states=5) == 4500 and steps(system="He", states=3) == 3000
+    # K states: K - 1 times the ground state's (at least 1.5 times), in whole hundreds
+    assert steps(system="H", states=5) == 6000 and steps(system="He", states=3) == 3000
     assert steps(system="LiH", states=2) == 2300 and steps(system="B", states=2) == 4500
     assert "--states K" in sizing.describe_steps()
     half = 4.0834 / 2  # LiH's rocksalt cell (angstrom): a crystal takes twice the steps

@@ -16,9 +16,13 @@ step").
 Steps: up to four electrons (valence electrons with an ECP) 1500 steps reach chemical
 accuracy (H2, LiH, Li, Be; C with ccECP at 1024 walkers); B, five electrons at 512 walkers,
 was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 and +1.2 after 3000, so from five
-electrons a run takes 3000 (docs/accuracy.md). K states take (K + 1) / 2 times as many:
-hydrogen's four diffuse n = 2 states with K = 5 were +0.16 to +3.0 mHa above exact after
-1500 steps, +0.03 to +0.75 after 3000 and +0.02 to +0.30 after 4500 (docs/states.md).
+electrons a run takes 3000 (docs/accuracy.md). K states take K - 1 times as many, at
+least 1.5 times: each further state adds about a ground state's worth of steps, the
+highest state converging last. LiH's two states were within 0.4 mHa after 1.5 times
+(2300 steps) and He's three within 0.25 mHa after twice (3000), but hydrogen's four
+diffuse n = 2 states with K = 5 were +0.16 to +3.0 mHa above exact after 1500 steps,
++0.03 to +0.75 after 3000, +0.01 to +0.33 after 4500 and +0.00 to +0.19 after 6000, four
+times (two seeds; docs/states.md).
 A crystal takes twice a molecule's steps: LiH in its rocksalt cell was 7-10 mHa above a
 CCSD(T) estimate after 1500 steps and within 2 mHa of it after 3000, two seeds, its
 local energy's variance still falling (docs/periodic.md).
@@ -59,11 +63,14 @@ def walkers_for(molecule: Molecule) -> int:
 
 def steps_for(molecule: Molecule, states: int = 1) -> int:
     """Training steps for ``states`` states of ``molecule`` (module docstring): the ground
-    state's times (K + 1) / 2 for K states, in whole hundreds; twice as many in a crystal."""
+    state's times K - 1 (at least 1.5) for K states, in whole hundreds; twice as many in a
+    crystal."""
     steps = next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
     if molecule.lattice is not None and molecule.n_atoms:
         steps *= CRYSTAL_STEPS
-    return -(-steps * (states + 1) // 200) * 100
+    if states == 1:
+        return steps
+    return -(-steps * max(2 * (states - 1), 3) // 200) * 100
 
 
 def sized(config: Config, molecule: Molecule) -> Config:
@@ -97,8 +104,8 @@ def describe_steps() -> str:
         for count, n in STEPS_BY_ELECTRONS
     ]
     return (
-        f"by the electrons (valence ones with --ecp): {', '.join(parts)}; times (K + 1) / 2 "
-        "with --states K; twice as many for a crystal (--lattice)"
+        f"by the electrons (valence ones with --ecp): {', '.join(parts)}; times K - 1 "
+        "(at least 1.5) with --states K; twice as many for a crystal (--lattice)"
     )
 
 
