@@ -79,14 +79,17 @@ def test_steps_are_sized_by_the_electrons_that_move():
 
     assert config_lib.Config().steps is None  # left to the molecule until a job sizes it
     steps = lambda **given: sizing.for_system(make_config(**given)).steps
-    assert steps(system="H2") == steps(system="LiH") == steps(system="Be") == 1500
+    assert steps(system="H2") == steps(system="LiH") == steps(system="Li") == 1500
     assert steps(system="B") == steps(system="C") == steps(system="N2") == 3000
+    assert steps(system="Be") == 3000  # four electrons, but a nucleus of Z = 4
+    assert steps(system="He 0 0 0; He 0 0 5") == 1500  # four electrons, light nuclei
     assert steps(system="C 0 0 0", spin=2, ecp="ccecp") == 1500  # four valence electrons
     assert steps(system="B", steps=200) == 200  # given: kept
     assert "3000" in sizing.describe_steps()
     # K states: K - 1 times the ground state's (at least 1.5 times), in whole hundreds
     assert steps(system="H", states=5) == 6000 and steps(system="He", states=3) == 3000
     assert steps(system="LiH", states=2) == 2300 and steps(system="B", states=2) == 4500
+    assert steps(system="Be", states=2) == 4500
     assert "--states K" in sizing.describe_steps()
     half = 4.0834 / 2  # LiH's rocksalt cell (angstrom): a crystal takes twice the steps
     cell = f"0 {half} {half}; {half} 0 {half}; {half} {half} 0"

@@ -16,7 +16,10 @@ step").
 Steps: up to four electrons (valence electrons with an ECP) 1500 steps reach chemical
 accuracy (H2, LiH, Li, Be; C with ccECP at 1024 walkers); B, five electrons at 512 walkers,
 was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 and +1.2 after 3000, so from five
-electrons a run takes 3000 (docs/accuracy.md). K states take K - 1 times as many, at
+electrons a run takes 3000 (docs/accuracy.md). As with the walkers, a heavier nucleus asks
+for more: Be (four electrons, Z = 4) was +0.62 and +0.01 mHa above exact after 1500 steps
+and +0.24 and +0.34 after 3000, so an all-electron nucleus from Z = 4 takes 3000 too, while
+LiH (Z = 3) keeps 1500. K states take K - 1 times as many, at
 least 1.5 times: each further state adds about a ground state's worth of steps, the
 highest state converging last. LiH's two states were within 0.4 mHa after 1.5 times
 (2300 steps) and He's three within 0.25 mHa after twice (3000), but hydrogen's four
@@ -48,6 +51,8 @@ WALKERS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 256), (5, 512), (float("
 ECP_WALKERS = 1024  # any atom with an effective core potential
 # (the electron count up to which, training steps)
 STEPS_BY_ELECTRONS: tuple[tuple[float, int], ...] = ((4, 1500), (float("inf"), 3000))
+# (the heaviest all-electron nuclear charge up to which, training steps); the larger wins
+STEPS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 1500), (float("inf"), 3000))
 CRYSTAL_STEPS = 2  # a crystal's steps over a molecule's of as many electrons
 STATES_BASIS = "aug-cc-pvdz"  # pretraining basis of several states, all-electron
 
@@ -62,10 +67,13 @@ def walkers_for(molecule: Molecule) -> int:
 
 
 def steps_for(molecule: Molecule, states: int = 1) -> int:
-    """Training steps for ``states`` states of ``molecule`` (module docstring): the ground
-    state's times K - 1 (at least 1.5) for K states, in whole hundreds; twice as many in a
-    crystal."""
+    """Training steps for ``states`` states of ``molecule`` (module docstring): by its
+    electrons and its heaviest all-electron nucleus, the larger; the ground state's times
+    K - 1 (at least 1.5) for K states, in whole hundreds; twice as many in a crystal."""
     steps = next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
+    if not molecule.ecp:
+        heaviest = max(molecule.charges, default=0.0)
+        steps = max(steps, next(n for charge, n in STEPS_BY_CHARGE if heaviest <= charge))
     if molecule.lattice is not None and molecule.n_atoms:
         steps *= CRYSTAL_STEPS
     if states == 1:
@@ -104,8 +112,10 @@ def describe_steps() -> str:
         for count, n in STEPS_BY_ELECTRONS
     ]
     return (
-        f"by the electrons (valence ones with --ecp): {', '.join(parts)}; times K - 1 "
-        "(at least 1.5) with --states K; twice as many for a crystal (--lattice)"
+        f"by the electrons (valence ones with --ecp): {', '.join(parts)}; at least "
+        f"{STEPS_BY_CHARGE[-1][1]} with an all-electron nucleus heavier than Z = "
+        f"{int(STEPS_BY_CHARGE[0][0])}; times K - 1 (at least 1.5) with --states K; twice as "
+        "many for a crystal (--lattice)"
     )
 
 
