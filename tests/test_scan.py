@@ -47,8 +47,34 @@ def test_the_fitted_minimum_of_a_curve():
     morse = lambda r: 0.17 * (1 - np.exp(-1.03 * (r - 1.401))) ** 2 - 1.1745  # H2-like
     grid = np.linspace(1.0, 2.0, 6)
     at, energy = fitted_minimum([point(x, morse(x)) for x in grid])
-    assert at == pytest.approx(1.401, abs=0.005) and energy == pytest.approx(-1.1745, abs=2e-4)
+    assert at == pytest.approx(1.401, abs=1e-6) and energy == pytest.approx(-1.1745, abs=1e-8)
+    at, _ = fitted_minimum([point(x, morse(x)) for x in grid], bond=False)  # the polynomial
+    assert at == pytest.approx(1.401, abs=0.005)
     assert fitted_minimum([point(x, morse(x)) for x in grid[3:]]) is None  # lowest at the end
+
+
+def test_a_noisy_curve_s_minimum_comes_from_every_point():
+    """Along a bond the Morse fit over all points (``psijax.curves.fit``) holds the minimum
+    where one point's noise moves a polynomial through the lowest five; a curve that is no
+    Morse curve within its error bars gets the polynomial."""
+    from psijax.curves.fit import fit_curve
+
+    # LiH-like: D = 0.097 Ha, a = 0.58 / bohr, R_e = 3.02 bohr, 8 points, 0.4 mHa noise
+    x = np.linspace(2.5, 4.5, 8)
+    clean = 0.097 * (1 - np.exp(-0.58 * (x - 3.02))) ** 2 - 8.0705
+    misses = {"morse": [], "polynomial": []}
+    for seed in range(40):
+        noisy = clean + np.random.default_rng(seed).normal(0.0, 4e-4, x.size)
+        err = np.full(x.size, 4e-4)
+        misses["morse"].append(abs(fit_curve(x, noisy, err).at - 3.02))
+        misses["polynomial"].append(abs(fit_curve(x, noisy, err, bond=False).at - 3.02))
+    assert fit_curve(x, clean, np.full(x.size, 4e-4)).model == "morse"
+    assert np.median(misses["morse"]) < 0.5 * np.median(misses["polynomial"])
+    assert np.mean(np.array(misses["morse"]) > 0.02) <= 0.1
+    # a double well: no Morse curve within its error bars
+    well = 0.01 * (x - 3.0) ** 2 * (x - 4.0) ** 2 - 0.002 * x
+    fit = fit_curve(x, well, np.full(x.size, 1e-5))
+    assert fit.model == "polynomial"
 
 
 def test_the_frames_of_an_xyz_file(tmp_path):

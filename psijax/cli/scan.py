@@ -39,6 +39,7 @@ def add_parsers(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from psijax import curves, system
+    from psijax.curves.scan import FRAMES
     from psijax.training.job import make_config
 
     overrides = flags.given(args)
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.frames:
         points = curves.frames(config.system, charge=config.charge or 0, spin=config.spin)
-        label = "frame"
+        label = FRAMES
     else:
         if not (args.bond and args.lengths):
             raise InputError("--bond and --lengths go together; give both, e.g. --bond 1-2 "
@@ -63,12 +64,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'coordinate':>12} {'energy (Ha)':>16} {'steps':>6}")
     for p in result.points:
         print(f"{p.coordinate:12.4f} {p.energy!s:>16} {p.steps:6d}")
-    if result.minimum is not None:
-        at, energy = result.minimum
-        print(
-            f"minimum     {at:.4f} ({label}), {energy:.6f} Ha "
-            "(a polynomial fitted near the lowest point)"
-        )
+    fit = result.fit
+    if fit is not None:
+        how = ("a Morse curve fitted to every point" if fit.model == "morse"
+               else "a polynomial fitted near the lowest point")  # fmt: skip
+        print(f"minimum     {fit.at:.4f} ({label}), {fit.energy:.6f} Ha ({how})")
     print(f"scan        {len(result.points)} points, {result.steps} steps, "
           f"{result.seconds:.0f} s of training")  # fmt: skip
     print(f"outputs     {result.out}/: scan.csv, scan.png, point-NN/ (one run per point)")

@@ -26,12 +26,14 @@ import numpy as np
 
 from psijax import config as config_lib
 from psijax.curves.claim import claim
+from psijax.curves.fit import CurveFit, fit_curve
 from psijax.curves.points import Point, config_at
 from psijax.statistics import Estimate
 
 LATER_FRACTION = 0.5  # the later points' energy (and convergence window): their last half
 LATER_ERROR = 2.0  # the later points' error bar: at most this many times the first point's
 MANIFEST = "scan.json"
+FRAMES = "frame"  # the label of a scan through the frames of an .xyz file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,29 +62,33 @@ class ScanResult:
     @property
     def minimum(self) -> tuple[float, float] | None:
         """(coordinate, energy) of the fitted curve's lowest point (``fitted_minimum``)."""
-        return fitted_minimum(self.points)
+        return fitted_minimum(self.points, bond=is_bond(self.label))
+
+    @property
+    def fit(self) -> CurveFit | None:
+        """The curve fitted through the points (``psijax.curves.fit``)."""
+        return fitted_curve(self.points, bond=is_bond(self.label))
 
 
-def fitted_minimum(points: Sequence[ScanPoint]) -> tuple[float, float] | None:
-    """The minimum of a polynomial (degree 4, fewer with fewer points) fitted to the
-    lowest point and its neighbours (five points, weighted by 1/error); None where the
-    lowest point is at either end of the scan or fewer than three points are there."""
-    if len(points) < 3:
-        return None
+def is_bond(label: str) -> bool:
+    """Whether a scan's coordinate is a bond length: all but the frames of an .xyz file."""
+    return label != FRAMES
+
+
+def fitted_curve(points: Sequence[ScanPoint], bond: bool = True) -> CurveFit | None:
+    """The curve through the points (``psijax.curves.fit.fit_curve``: a Morse curve along a
+    bond, a polynomial near the lowest point otherwise); None where the lowest point is at
+    either end of the scan or fewer than three points are there."""
     x = np.array([p.coordinate for p in points])
     y = np.array([p.energy.mean for p in points])
-    err = np.array([max(p.energy.error, 1e-12) for p in points])
-    order = np.argsort(x)
-    x, y, err = x[order], y[order], err[order]
-    low = int(np.argmin(y))
-    if low in (0, len(x) - 1):
-        return None
-    lo, hi = max(low - 2, 0), min(low + 3, len(x))
-    degree = min(4, hi - lo - 1)
-    fit = np.polynomial.Polynomial.fit(x[lo:hi], y[lo:hi], degree, w=1 / err[lo:hi])
-    grid = np.linspace(x[lo], x[hi - 1], 2001)
-    best = int(np.argmin(fit(grid)))
-    return float(grid[best]), float(fit(grid[best]))
+    err = np.array([p.energy.error for p in points])
+    return fit_curve(x, y, err, bond=bond)
+
+
+def fitted_minimum(points: Sequence[ScanPoint], bond: bool = True) -> tuple[float, float] | None:
+    """(coordinate, energy) of the fitted curve's minimum (``fitted_curve``)."""
+    fit = fitted_curve(points, bond)
+    return None if fit is None else (fit.at, fit.energy)
 
 
 def scan(
@@ -159,7 +165,7 @@ def _write_curve(out: Path, points: list[ScanPoint], label: str) -> None:
 
 
 def plot_curve(path: Path, points: list[ScanPoint], label: str) -> None:
-    """The energy against the coordinate, with error bars."""
+    """The energy against the coordinate, with error bars, and the fitted curve."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,9 +176,11 @@ def plot_curve(path: Path, points: list[ScanPoint], label: str) -> None:
     err = np.array([p.energy.error for p in points])
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, lw=1, label="psijax")
-    minimum = fitted_minimum(points)
-    if minimum is not None:
-        ax.plot(*minimum, "k+", ms=12, label=f"fitted minimum {minimum[0]:.4f}")
+    fit = fitted_curve(points, bond=is_bond(label))
+    if fit is not None:
+        grid = np.linspace(*fit.span, 400)
+        ax.plot(grid, fit.curve(grid), "k-", lw=0.8, alpha=0.6, label=f"{fit.model} fit")
+        ax.plot(fit.at, fit.energy, "k+", ms=12, label=f"fitted minimum {fit.at:.4f}")
         ax.legend(fontsize=8)
     ax.set_xlabel(label)
     ax.set_ylabel("energy (Ha)")
