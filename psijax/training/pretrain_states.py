@@ -52,11 +52,7 @@ def excitations(hf: HartreeFock, n: int, basis: str) -> list[Excitation]:
                 found.append(Excitation(spin, o, v, float(e_virt - e_occ)))
     found.sort(key=lambda x: (x.gap, x.spin, x.occupied, x.virtual))
     if len(found) < n:
-        raise InputError(
-            f"the {basis} basis gives {len(found) + 1} Hartree-Fock configurations, fewer than "
-            f"the {n + 1} states asked for; give a larger basis (e.g. --basis cc-pvdz) or "
-            "--pretrain-steps 0"
-        )
+        raise InputError(_too_few(basis, len(found) + 1, n + 1))
     return found[:n]
 
 
@@ -65,11 +61,19 @@ def check_basis(molecule, k: int, basis: str) -> None:
     nao = molecule.to_pyscf(basis).nao
     singles = sum(n * max(nao - n, 0) for n in (molecule.n_up, molecule.n_down))
     if singles + 1 < k:
-        raise InputError(
-            f"the {basis} basis gives {singles + 1} Hartree-Fock configurations, fewer than "
-            f"the {k} states asked for; give a larger basis (e.g. --basis cc-pvdz) or "
-            "--pretrain-steps 0"
-        )
+        raise InputError(_too_few(basis, singles + 1, k))
+
+
+def _too_few(basis: str, found: int, k: int) -> str:
+    """The line for a basis with fewer configurations than states."""
+    from psijax.system.sizing import STATES_BASIS
+
+    larger = "a larger basis" if basis == STATES_BASIS else f"--basis {STATES_BASIS}, the default"
+    return (
+        f"the {basis} basis gives only {found} Hartree-Fock configuration{'s' * (found != 1)}, "
+        f"fewer than the {k} states asked for; give {larger} with --states, or "
+        "--pretrain-steps 0"
+    )
 
 
 def excited(hf: HartreeFock, x: Excitation) -> HartreeFock:
