@@ -8,7 +8,7 @@ by least squares over every point, each weighted by its error bar: four paramete
 all the points, so that no point's noise moves the minimum alone. On LiH's reference curve
 from 2.5 to 4.5 bohr (8 points) with independent noise of 0.4 mHa on every point, the
 fitted R_e scatters by 0.009 bohr (standard deviation; more than 0.02 bohr from the
-curve's minimum in 13% of draws), against 0.025 bohr (41%) for a degree-4 polynomial
+curve's minimum in 12% of draws), against 0.024 bohr (39%) for a degree-4 polynomial
 through the lowest point and its four neighbours; the Morse form's own error on that
 curve, without noise, is +0.010 bohr (docs/curves.md).
 
