@@ -45,6 +45,7 @@ class Config:
     electrons: int | None = None  # "heg", the electron gas (psijax.system.electron_gas): per cell
     rs: float | None = None  # "heg": its Wigner-Seitz radius (bohr)
     lattice: str | None = None  # a crystal: the cell's vectors "a1; a2; a3" in `unit`
+    twist: str | None = None  # "heg": "t1 t2 t3", fractions of the reciprocal vectors; Gamma
     charge: int | None = None
     spin: int | None = None  # n_up - n_down; None: the preset's, else the lowest
     unit: str = "bohr"  # of atom-string coordinates (.xyz files are always angstrom)
@@ -78,10 +79,8 @@ class Config:
     full_det: bool = True  # one N x N determinant per term; False: up x down
     states: int = 1  # > 1: the lowest K states in one run (natural excited states)
     states_network: str = "shared"  # with states > 1 (psijax.ansatz.states)
-    # The training step's sampler. "scaled-metropolis" scales each electron's step by its
-    # distance to the nearest nucleus, as pretraining and burn-in do (psijax.training.start);
-    # not the default: Be ended 1.5 mHa further from exact with it, on average over four
-    # seeds (docs/benchmarks.md, "Sampling: steps scaled to the nearest nucleus").
+    # The step's sampler; "scaled-metropolis" (steps scaled to the nearest nucleus) left Be
+    # 1.5 mHa further from exact (docs/benchmarks.md, "Sampling: steps scaled to the ...").
     sampler: str = "metropolis"
     mcmc_moves: int = 10
     clip_scale: float = 5.0
@@ -189,7 +188,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 # holds the same key names as the flat form; both forms mean the same run.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "system": ("system", "electrons", "rs", "charge", "spin", "unit", "ecp", "ecp_quadrature",
-               "ecp_neighbours", "lattice"),
+               "ecp_neighbours", "lattice", "twist"),
     "ansatz": ("ansatz", "layers", "attention_layers", "attention_heads", "attention_head_dim",
                "layer_norm", "jastrow", "determinants", "full_det", "states", "states_network",
                "ecp_soft_core", "matmul_precision"),
@@ -221,6 +220,7 @@ ADDED_LATER = {
     "sampler": "metropolis", "ecp": None, "ecp_quadrature": 12, "pretrain_max_steps": None,
     "states": 1, "ecp_neighbours": None, "ecp_soft_core": 0.0, "init_from": None,
     "electrons": None, "rs": None, "states_network": "separate", "lattice": None,
+    "twist": None,
 }  # fmt: skip
 
 

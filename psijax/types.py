@@ -57,3 +57,9 @@ class TrainState(NamedTuple):
     sampler: PyTree  # the sampler's state (``Sampler.init``; Metropolis: its width, bohr)
     step: Array  # int32
     key: Array  # PRNG key for the next step
+
+
+# The imaginary part of E_L among a local energy's per-walker extra outputs (``with_aux``)
+# for a complex psi: the VMC gradient weights arg psi's derivatives by it
+# (``psijax.hamiltonian.base.ComplexLocalEnergy``, ``psijax.optim.gradient``).
+IMAGINARY = "energy_imaginary"

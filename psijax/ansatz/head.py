@@ -189,4 +189,10 @@ def signed_logsumexp(signs: Array, logs: Array) -> Psi:
         return Psi(signs[..., 0], logs[..., 0])
     shift = jax.lax.stop_gradient(jnp.max(logs, axis=-1))
     total = jnp.sum(signs * jnp.exp(logs - shift[..., None]), axis=-1)
-    return Psi(jnp.sign(total), jnp.log(jnp.abs(total)) + shift)
+    if not jnp.iscomplexobj(total):
+        return Psi(jnp.sign(total), jnp.log(jnp.abs(total)) + shift)
+    # a complex sum: its sign is its phase total / |total| (JAX's sign has no derivative
+    # for it), and |total| from the real and imaginary parts (folx's rule for abs of a
+    # complex value keeps the real part of the wrong product)
+    size = jnp.sqrt(jnp.real(total) ** 2 + jnp.imag(total) ** 2)
+    return Psi(total / size, jnp.log(size) + shift)

@@ -33,6 +33,7 @@ import numpy as np
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz import taps
 from psijax.ansatz.ferminet import FermiNet
+from psijax.system.electron_gas import log_of
 from psijax.types import Array, Normal, Params
 
 Vector = tuple[float, float, float]
@@ -57,6 +58,7 @@ class PlaneWaveHead:
     waves: tuple[Wave, ...]
     n_determinants: int = 8
     full_det: bool = True
+    complex_waves: bool = False  # exp(i k . r) and complex projections (a twist)
 
     def _spins(self):
         return (("up", 0, self.n_up), ("down", self.n_up, self.n_down))
@@ -67,8 +69,10 @@ class PlaneWaveHead:
         for spin, _, count in self._spins():
             if count:
                 per_det = n if self.full_det else count
-                w = normal((n_features, k * per_det)) * (SCALE / math.sqrt(n_features))
-                params[spin] = {"w": w}
+                scale = SCALE / math.sqrt(n_features)
+                params[spin] = {"w": normal((n_features, k * per_det)) * scale}
+                if self.complex_waves:
+                    params[spin]["w_im"] = normal((n_features, k * per_det)) * scale
         return params
 
     def orbitals(
@@ -85,11 +89,14 @@ class PlaneWaveHead:
             k = jnp.asarray(waves[columns, :3].T, r.dtype)
             phase = jnp.asarray(waves[columns, 3], r.dtype)
             sl = slice(start, start + count)
-            plane = jnp.cos(r[sl] @ k + phase)  # [count, orbitals]
+            # [count, orbitals]; with complex waves phase is 0: the plane waves themselves
+            plane = jnp.exp(1j * (r[sl] @ k)) if self.complex_waves else jnp.cos(r[sl] @ k + phase)
             own = np.zeros(len(waves), np.float64)
             own[start : start + count] = 1.0
             delta = jnp.asarray(own[columns], r.dtype)  # 1 on this spin's own orbitals
             phi = taps.dense(h[sl], params[spin]["w"], tapped, ("orbitals", spin, "w"))
+            if self.complex_waves:
+                phi = phi + 1j * (h[sl] @ params[spin]["w_im"])
             phi = (delta + phi.reshape(count, self.n_determinants, -1)) * plane[:, None, :]
             blocks.append(jnp.transpose(phi, (1, 0, 2)))  # [k, count, orbitals]
         if self.full_det:
@@ -160,10 +167,27 @@ class PeriodicFermiNet(CellFermiNet):
     """
 
     waves: tuple[Wave, ...] = ()
+    twist: tuple[float, float, float] = (0.0, 0.0, 0.0)  # Gamma: real; else complex
+
+    @property
+    def is_complex(self) -> bool:
+        return any(self.twist)
 
     @property
     def head(self) -> PlaneWaveHead:  # type: ignore[override]
-        return PlaneWaveHead(self.n_up, self.n_down, self.waves, self.n_determinants, self.full_det)
+        return PlaneWaveHead(
+            self.n_up, self.n_down, self.waves, self.n_determinants, self.full_det,
+            complex_waves=self.is_complex,
+        )  # fmt: skip
+
+    def log_psi(self, params: Params, r: Array) -> Array:
+        """log psi = log|psi| + i arg psi (complex where a twist makes psi complex)."""
+        return log_of(self.apply(params, r))
+
+    def phase(self, params: Params, r: Array) -> Array:
+        """arg psi (0 or pi for a real psi): what a complex psi's gradient needs besides
+        log|psi| (``psijax.optim.gradient``)."""
+        return jnp.imag(self.log_psi(params, r))
 
     def _input_widths(self) -> tuple[int, int]:
         return 6, 7
@@ -174,7 +198,8 @@ class PeriodicFermiNet(CellFermiNet):
         return h1, h2, r
 
     def _orbitals_words(self) -> str:
-        return f"of plane-wave orbitals ({self.n_up} + {self.n_down})"
+        twist = f", complex at twist {tuple(self.twist)}" if self.is_complex else ""
+        return f"of plane-wave orbitals ({self.n_up} + {self.n_down}{twist})"
 
 
 def from_config(system, config) -> PeriodicFermiNet:
@@ -190,5 +215,5 @@ def from_config(system, config) -> PeriodicFermiNet:
         system.n_up, system.n_down, (), layers=config.layers,
         n_determinants=config.determinants, full_det=config.full_det, jastrow=config.jastrow,
         matmul_precision=config.matmul_precision, lattice=system.lattice.vectors,
-        waves=tuple(waves),
+        waves=tuple(waves), twist=system.twist,
     )  # fmt: skip

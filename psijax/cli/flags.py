@@ -31,6 +31,8 @@ HELP = {
     "rs": "the electron gas (--system heg): Wigner-Seitz radius in bohr",
     "lattice": "a crystal: the cell's three vectors 'a1; a2; a3' in --unit, the atoms of "
     "--system in one cell (Gamma point, all-electron)",
+    "twist": "the electron gas: the twist 't1 t2 t3' in fractions of the reciprocal vectors "
+    "(twisted boundary conditions, complex psi); by default the Gamma point",
     "charge": "net charge",
     "spin": "n_up - n_down",
     "unit": "unit of atom-string coordinates",

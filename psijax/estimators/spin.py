@@ -58,8 +58,10 @@ class Spin:
             return {"s2": jnp.asarray(c, w.r.dtype)}
         perm = exchanges(n_up, n_down)
         swapped = jax.vmap(functools.partial(w.wf.apply, w.params))(w.r[perm])  # [pairs]
-        ratio = swapped.sign * w.psi.sign * jnp.exp(swapped.log_abs - w.psi.log_abs)
-        return {"s2": c - jnp.sum(ratio)}
+        # psi'/psi: the signs' quotient is one times the other's conjugate (|sign| = 1); of
+        # a complex psi the real part, whose mean is <S^2> (the imaginary part's is 0)
+        ratio = swapped.sign * jnp.conj(w.psi.sign) * jnp.exp(swapped.log_abs - w.psi.log_abs)
+        return {"s2": c - jnp.sum(jnp.real(ratio))}
 
     def derived(self, means: dict[str, Any]) -> dict[str, Any]:
         return {}

@@ -20,28 +20,33 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 
 from psijax.laplacian import Derivatives, LaplacianOperator
-from psijax.types import Array, LogAbs, Params, Psi, WavefunctionApply
+from psijax.types import IMAGINARY, Array, LogAbs, Params, Psi, WavefunctionApply
 
 
 class PsiFunctions(NamedTuple):
-    """What the Hamiltonian sees of psi: ``log_abs(params, r)`` and ``apply(params, r) -> Psi``."""
+    """What the Hamiltonian sees of psi: ``log_abs(params, r)`` and ``apply(params, r) -> Psi``;
+    for a complex psi also ``log_psi(params, r)``, log|psi| + i arg psi."""
 
     log_abs: LogAbs
     apply: WavefunctionApply
+    log_psi: Callable | None = None  # None: psi is real
 
 
 def psi_functions(psi: object) -> PsiFunctions:
-    """An ansatz (anything with ``log_abs`` and ``apply``) or a bare log|psi| function."""
+    """An ansatz (anything with ``log_abs`` and ``apply``; ``log_psi`` too where its
+    ``is_complex``) or a bare log|psi| function."""
     if isinstance(psi, PsiFunctions):
         return psi
     if hasattr(psi, "log_abs") and hasattr(psi, "apply"):
-        return PsiFunctions(psi.log_abs, psi.apply)
+        log_psi = psi.log_psi if getattr(psi, "is_complex", False) else None
+        return PsiFunctions(psi.log_abs, psi.apply, log_psi)
     log_abs = psi
     return PsiFunctions(log_abs, lambda params, r: Psi(jnp.ones((), r.dtype), log_abs(params, r)))
 
@@ -67,16 +72,17 @@ class Walker:
 
     @functools.cached_property
     def derivatives(self) -> Derivatives:
-        return self._laplacian(functools.partial(self.wf.log_abs, self.params))(self.r)
+        log = self.wf.log_abs if self.wf.log_psi is None else self.wf.log_psi
+        return self._laplacian(functools.partial(log, self.params))(self.r)
 
     @property
     def grad(self) -> Array:
-        """grad log|psi| ``[electron, 3]`` (1/bohr)."""
+        """grad log psi ``[electron, 3]`` (1/bohr): of log|psi|, complex for a complex psi."""
         return self.derivatives[1]
 
     @property
     def lap(self) -> Array:
-        """The Laplacian of log|psi| (1/bohr^2)."""
+        """The Laplacian of log psi (1/bohr^2), complex for a complex psi."""
         return self.derivatives[2]
 
 
@@ -132,10 +138,14 @@ class Hamiltonian:
         return {"energy": functools.reduce(lambda a, b: a + b, totals), **values}
 
     def local_energy(self, psi: object) -> LocalEnergy:
-        """E_L of the wavefunction ``psi`` (an ansatz or a log|psi| function). Several
-        states' total wavefunction has a local energy matrix instead
+        """E_L of the wavefunction ``psi`` (an ansatz or a log|psi| function): its real part,
+        with the imaginary part beside it for a complex psi (``ComplexLocalEnergy``).
+        Several states' total wavefunction has a local energy matrix instead
         (``psijax.hamiltonian.states.StatesEnergy``, built by ``psijax.eigenstates``)."""
-        return LocalEnergy(self, psi_functions(psi))
+        functions = psi_functions(psi)
+        if functions.log_psi is not None:
+            return ComplexLocalEnergy(self, functions)
+        return LocalEnergy(self, functions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,3 +165,21 @@ class LocalEnergy:
 
     def parts(self, params: Params, r: Array, key: Array | None = None) -> dict[str, Array]:
         return self.hamiltonian.parts(self.hamiltonian.walker(self.psi, params, r, key))
+
+
+@dataclasses.dataclass(frozen=True)
+class ComplexLocalEnergy(LocalEnergy):
+    """E_L of a complex psi: ``__call__`` and ``parts`` give its real part, the energy;
+    ``with_aux`` gives the imaginary part beside it, Im E_L = Im(kinetic) (every potential
+    is real), which averages to zero over |psi|^2 but weights the gradient."""
+
+    def with_aux(self, params: Params, r: Array, key: Array | None = None):
+        walker = self.hamiltonian.walker(self.psi, params, r, key)
+        parts = self.hamiltonian.parts(walker)
+        return parts["energy"], {IMAGINARY: imaginary_kinetic(walker)}
+
+
+def imaginary_kinetic(walker: Walker) -> Array:
+    """Im of -1/2 (lap log psi + (grad log psi)^2) for a complex psi: -1/2 (lap arg psi +
+    2 grad log|psi| . grad arg psi)."""
+    return jnp.imag(-0.5 * (walker.lap + jnp.sum(walker.grad**2, axis=(-2, -1))))

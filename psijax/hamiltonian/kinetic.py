@@ -1,4 +1,5 @@
-"""The kinetic energy: -1/2 (lap psi) / psi = -1/2 (lap log|psi| + |grad log|psi||^2)."""
+"""The kinetic energy: -1/2 (lap psi) / psi = -1/2 (lap log|psi| + |grad log|psi||^2), for a
+complex psi the real part of -1/2 (lap log psi + (grad log psi)^2)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ class Kinetic:
     needs_key: bool = False
 
     def __call__(self, walker: Walker, key: Array | None = None) -> dict[str, Array]:
-        # over the electrons' coordinates: one value per output of a psi with several
-        return {"kinetic": -0.5 * (walker.lap + jnp.sum(walker.grad**2, axis=(-2, -1)))}
+        # over the electrons' coordinates: one value per output of a psi with several; of a
+        # complex psi the real part (the imaginary one: ``base.imaginary_kinetic``)
+        value = -0.5 * (walker.lap + jnp.sum(walker.grad**2, axis=(-2, -1)))
+        return {"kinetic": jnp.real(value)}
 
 
 def kinetic_energy(op: LaplacianOperator, log_abs: LogAbs, params: Params, r: Array) -> Array:

@@ -4,6 +4,12 @@ The gradient of E = <E_L> under |psi|^2 is
 
     dE/dtheta = 2 < (E_L - E) d log|psi| / dtheta >,
 
+and for a complex psi, with E_L = e + i e' and arg psi = phi,
+
+    dE/dtheta = 2 < (e - E) d log|psi| / dtheta + (e' - <e'>) d phi / dtheta >
+
+(the real part of 2 < (E_L - E)^* d log psi / dtheta >; ``vmc_weights_imaginary``),
+
 written as a ``jax.custom_jvp`` so that ``jax.grad`` never differentiates
 through the Laplacian. Local energies are clipped around the median at
 ``clip_scale`` mean absolute deviations, and non-finite ones are dropped from
@@ -19,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from psijax.parallel.batching import map_walkers
-from psijax.types import Array, Params
+from psijax.types import IMAGINARY, Array, Params
 
 
 class EnergyStats(NamedTuple):
@@ -33,6 +39,9 @@ class EnergyStats(NamedTuple):
     # Means over the finite walkers of what a local energy with ``with_aux`` gives beside
     # E_L (the energy matrix of several states); empty otherwise.
     aux: dict = {}  # noqa: RUF012 - never mutated
+    # [walkers] a complex psi's Im E_L, clipped like E_L, minus its mean (0 where E_L is
+    # not finite); None for a real psi
+    centered_imaginary: Array | None = None
 
 
 def energy_stats(
@@ -54,11 +63,36 @@ def energy_stats(
     clipped_mean = jnp.sum(jnp.where(finite, clipped, 0.0)) / n_finite
     centered = jnp.where(finite, clipped - clipped_mean, 0.0)
     n_nonfinite = (local_energies.size - jnp.sum(finite)).astype(local_energies.dtype)
+    aux = dict(aux or {})
+    imaginary = aux.pop(IMAGINARY, None)
+    if imaginary is not None:
+        imaginary = _clipped_centered(imaginary, finite, n_finite, clip_scale)
     means = {}
-    for name, values in (aux or {}).items():
+    for name, values in aux.items():
         keep = finite.reshape(-1, *([1] * (values.ndim - 1)))
         means[name] = jnp.sum(jnp.where(keep, values, 0.0), axis=0) / n_finite
-    return EnergyStats(mean, variance, centered, finite.astype(e.dtype), n_nonfinite, means)
+    return EnergyStats(
+        mean, variance, centered, finite.astype(e.dtype), n_nonfinite, means, imaginary
+    )
+
+
+def _clipped_centered(values: Array, finite: Array, n_finite: Array, clip_scale) -> Array:
+    """``values`` of the finite walkers clipped around their median at ``clip_scale`` mean
+    absolute deviations, minus their mean; 0 elsewhere."""
+    v = jnp.where(finite, values, 0.0)
+    if clip_scale is not None:
+        median = jnp.nanmedian(jnp.where(finite, values, jnp.nan))
+        spread = jnp.sum(jnp.where(finite, jnp.abs(v - median), 0.0)) / n_finite
+        v = jnp.clip(v, median - clip_scale * spread, median + clip_scale * spread)
+    mean = jnp.sum(jnp.where(finite, v, 0.0)) / n_finite
+    return jnp.where(finite, v - mean, 0.0)
+
+
+def vmc_weights_imaginary(stats: EnergyStats) -> Array:
+    """A complex psi's weights of d arg psi / dtheta in the gradient (module docstring),
+    2 (e' - <e'>) / n_finite, as ``vmc_weights`` are of d log|psi| / dtheta."""
+    n_finite = jnp.maximum(stats.centered.shape[0] - stats.n_nonfinite, 1.0)
+    return (2.0 / n_finite) * stats.centered_imaginary
 
 
 def vmc_weights(stats: EnergyStats) -> Array:
@@ -107,11 +141,13 @@ def make_energy_loss(
     *,
     clip_scale: float | None = 5.0,
     chunk_size: int | None = None,
+    phase: Callable[[Params, Array], Array] | None = None,
 ) -> Callable[..., tuple[Array, EnergyStats]]:
     """``loss(params, walkers, key=None) -> (energy, stats)`` whose gradient is the VMC
     estimator. Use with ``jax.value_and_grad(loss, has_aux=True)``. The local energies are
     ``make_local_energies``'; the stats carry the walker means of a ``with_aux`` local
-    energy's extra outputs (``EnergyStats.aux``).
+    energy's extra outputs (``EnergyStats.aux``). A complex psi gives its ``phase(params,
+    r)`` (arg psi) and a local energy whose extra outputs hold Im E_L (``IMAGINARY``).
     """
     energies_of = make_local_energies(local_energy, chunk_size=chunk_size)
 
@@ -131,6 +167,11 @@ def make_energy_loss(
         batch_log_abs = lambda p: map_walkers(log_abs, p, walkers)
         _, d_log_abs = jax.jvp(batch_log_abs, (params,), (tangents[0],))
         d_energy = jnp.sum(jnp.where(stats.finite > 0, vmc_weights(stats) * d_log_abs, 0.0))
+        if phase is not None and stats.centered_imaginary is not None:
+            batch_phase = lambda p: map_walkers(phase, p, walkers)
+            _, d_phase = jax.jvp(batch_phase, (params,), (tangents[0],))
+            weights = vmc_weights_imaginary(stats)
+            d_energy = d_energy + jnp.sum(jnp.where(stats.finite > 0, weights * d_phase, 0.0))
         return (energy, stats), (d_energy, jax.tree.map(jnp.zeros_like, stats))
 
     return loss

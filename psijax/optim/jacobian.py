@@ -163,6 +163,22 @@ class Leaves(NamedTuple):
         return sum(_centered_gram(b, dtype) for b in self.blocks)
 
 
+def interleaved(real: Leaves, imaginary: Leaves) -> Leaves:
+    """A complex psi's J: per walker its row of d log|psi| / d params, then its row of
+    d arg psi / d params (``[2 W, P_l]`` per leaf, a walker's two rows next to each other
+    so that walker-sharded rows stay on their device), each half centered over the walkers
+    first. SPRING's products then center nothing more (the halves' means are zero) and
+    solve the real least-squares problem of Re and Im of the complex jacobian: its Gram
+    matrix is Re(O O^dagger)'s, its solution complex SR's (``psijax.optim.gradient``)."""
+
+    def pair(a: Array, b: Array) -> Array:
+        w, p = a.shape
+        return jnp.stack([_center(a), _center(b)], axis=1).reshape(2 * w, p)
+
+    return Leaves(tuple(pair(_rows(a), _rows(b)) for a, b in zip(real.blocks, imaginary.blocks,
+                                                                 strict=True)))  # fmt: skip
+
+
 def _rows(block: Array | Factored) -> Array:
     return block.dense() if isinstance(block, Factored) else block
 

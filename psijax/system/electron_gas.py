@@ -41,14 +41,18 @@ from psijax.errors import InputError
 from psijax.system.lattice import Lattice
 from psijax.types import Array, Params, Psi
 
+Twist = tuple[float, float, float]  # in fractions of the reciprocal vectors
+GAMMA: Twist = (0.0, 0.0, 0.0)
 
-def shells(max_squared: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integer vectors n with |n|^2 <= ``max_squared`` sorted by |n|^2 (ties in a fixed
-    order), and the closed-shell fillings: the number of vectors up to each |n|^2 taken."""
-    reach = math.isqrt(max_squared)
+
+def shells(max_squared: int, twist: Twist = GAMMA) -> tuple[np.ndarray, np.ndarray]:
+    """Integer vectors n with |n + t|^2 <= ``max_squared`` (t the twist) sorted by |n + t|^2
+    (ties in a fixed order), and the closed-shell fillings: the number of vectors up to each
+    |n + t|^2 taken."""
+    reach = math.isqrt(max_squared) + (1 if any(twist) else 0)
     axis = np.arange(-reach, reach + 1)
     n = np.array(np.meshgrid(axis, axis, axis, indexing="ij")).reshape(3, -1).T
-    squared = np.sum(n * n, axis=1)
+    squared = np.round(np.sum((n + np.asarray(twist)) ** 2, axis=1), 9)
     keep = squared <= max_squared
     n, squared = n[keep], squared[keep]
     order = np.lexsort((n[:, 2], n[:, 1], n[:, 0], squared))
@@ -57,12 +61,31 @@ def shells(max_squared: int) -> tuple[np.ndarray, np.ndarray]:
     return n, np.append(ends, len(n))
 
 
-def closed_shells(up_to: int) -> tuple[int, ...]:
-    """The closed-shell electron counts of one spin up to ``up_to``: 1, 7, 19, 27, ...
-    (more vectors than m have |n|^2 <= m, so every filling up to ``up_to`` is in
+def closed_shells(up_to: int, twist: Twist = GAMMA) -> tuple[int, ...]:
+    """The closed-shell electron counts of one spin up to ``up_to``: 1, 7, 19, 27, ... at
+    Gamma (more vectors than m have |n + t|^2 <= m, so every filling up to ``up_to`` is in
     ``shells(up_to)``)."""
-    _, fillings = shells(max(int(up_to), 1))
+    _, fillings = shells(max(int(up_to), 1), twist)
     return tuple(int(f) for f in fillings if f <= up_to)
+
+
+def parse_twist(text: Any) -> Twist:
+    """A twist as given (``"0.25 0 0"``, or three numbers), in fractions of the reciprocal
+    vectors, each brought into (-1/2, 1/2] (t and t + 1 are one twist); None is Gamma."""
+    if text is None:
+        return GAMMA
+    parts = text.replace(",", " ").split() if isinstance(text, str) else list(text)
+    try:
+        values = [float(v) for v in parts]
+    except (TypeError, ValueError):
+        values = []
+    if len(values) != 3 or not all(math.isfinite(v) for v in values):
+        raise InputError(
+            f"twist {text!r} is not three numbers; give the twist in fractions of the "
+            "reciprocal vectors, e.g. --twist '0.25 0 0' (0 0 0: the Gamma point)"
+        )
+    wrapped = [v - math.ceil(v - 0.5) for v in values]
+    return tuple(0.0 if abs(v) < 1e-12 else round(v, 12) for v in wrapped)  # type: ignore[return-value]
 
 
 # ``--system`` names of the electron gas (any case)
@@ -105,20 +128,33 @@ def from_config(config: Any) -> ElectronGas:
             f"n_up - n_down of the parity of {n}, e.g. --spin {n % 2}"
         )
     n_up, n_down = (n + spin) // 2, (n - spin) // 2
-    shells = closed_shells(max(n_up, n_down, 60))
+    twist = parse_twist(getattr(config, "twist", None))
+    if twist != GAMMA and getattr(config, "jacobian_blocks", 1) > 1:
+        raise InputError(
+            f"jacobian_blocks={config.jacobian_blocks}: a twist's complex psi forms its "
+            "jacobian whole (two rows a walker); leave --jacobian-blocks out"
+        )
+    shells = closed_shells(max(n_up, n_down, 60), twist)
     if any(count and count not in shells for count in (n_up, n_down)):
+        where = "at the Gamma point" if twist == GAMMA else f"at the twist {_shown(twist)}"
         raise InputError(
             f"{n} electrons at spin {spin} are {n_up} up and {n_down} down, not closed shells "
-            f"of plane waves; give each spin a closed shell ({', '.join(map(str, shells))}), "
-            f"e.g. --electrons {2 * min(shells, key=lambda c: abs(2 * c - n))} --spin 0"
+            f"of plane waves {where}; give each spin a closed shell "
+            f"({', '.join(map(str, shells[:12]))}), e.g. --electrons "
+            f"{2 * min(shells, key=lambda c: abs(2 * c - n))} --spin 0"
         )
-    return ElectronGas(n_up, n_down, config.rs)
+    return ElectronGas(n_up, n_down, config.rs, twist)
+
+
+def _shown(twist: Twist) -> str:
+    return "(" + ", ".join(f"{t:g}" for t in twist) + ")"
 
 
 @dataclasses.dataclass(frozen=True)
 class ElectronGas:
     """``n_up`` + ``n_down`` electrons at Wigner-Seitz radius ``rs`` (bohr) in a cubic cell,
-    each spin a closed shell of plane waves at Gamma (or empty). No nuclei: the background
+    each spin a closed shell of plane waves (or empty) at ``twist`` (fractions of the
+    reciprocal vectors; Gamma by default, module docstring). No nuclei: the background
     alone neutralises the cell.
 
     As a run's system it answers what a run asks of a ``Molecule``: no atoms (empty
@@ -128,6 +164,7 @@ class ElectronGas:
     n_up: int
     n_down: int
     rs: float
+    twist: Twist = GAMMA
 
     # what a run asks of a system, for a system without nuclei
     symbols: tuple[str, ...] = dataclasses.field(default=(), init=False, repr=False)
@@ -143,8 +180,11 @@ class ElectronGas:
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
                 raise InputError(f"{name} must be a whole number >= 0, got {value!r}")
             object.__setattr__(self, name, int(value))
-            if value and value not in closed_shells(value):
-                shown = ", ".join(map(str, closed_shells(max(2 * value, 60))))
+        object.__setattr__(self, "twist", parse_twist(self.twist))
+        for name in ("n_up", "n_down"):
+            value = getattr(self, name)
+            if value and value not in closed_shells(value, self.twist):
+                shown = ", ".join(map(str, closed_shells(max(2 * value, 60), self.twist)[:12]))
                 raise InputError(
                     f"{name}={value} leaves a shell of plane waves part-filled; use a closed "
                     f"shell: 0, {shown}, ..."
@@ -193,13 +233,21 @@ class ElectronGas:
         """No nuclei: an empty float array [0, 3]."""
         return np.zeros((0, 3))
 
+    @property
+    def is_real(self) -> bool:
+        """Whether psi is real: at the Gamma point. At any other twist the orbitals are
+        exp(i k . r) and psi is complex."""
+        return self.twist == GAMMA
+
     def wavevectors(self, n: int) -> np.ndarray:
-        """The ``n`` occupied k = 2 pi n / L of one spin (1/bohr), float array [n, 3] by |k|."""
-        vectors, fillings = shells(max(n, 1))
+        """The ``n`` occupied k = 2 pi (n + t) / L of one spin (1/bohr), t the twist, float
+        array [n, 3] by |k|."""
+        vectors, fillings = shells(max(n, 1), self.twist)
         if n not in (0, *fillings):
-            shown = ", ".join(map(str, closed_shells(n)))
+            shown = ", ".join(map(str, closed_shells(n, self.twist)))
             raise InputError(f"{n} plane waves is not a closed shell; use one of {shown}")
-        return 2.0 * math.pi / self.length * vectors[:n].astype(np.float64)
+        shifted = vectors[:n].astype(np.float64) + np.asarray(self.twist)
+        return 2.0 * math.pi / self.length * shifted
 
     def kinetic_energy(self) -> float:
         """sum_k |k|^2 / 2 over the occupied states of both spins (Hartree)."""
@@ -225,7 +273,8 @@ class ElectronGas:
 
     @property
     def name(self) -> str:
-        return f"electron gas, {self.n_up} + {self.n_down} electrons at rs = {self.rs:g}"
+        twist = "" if self.is_real else f", twist {_shown(self.twist)}"
+        return f"electron gas, {self.n_up} + {self.n_down} electrons at rs = {self.rs:g}{twist}"
 
     @property
     def n_atoms(self) -> int:
@@ -240,8 +289,10 @@ class ElectronGas:
         return 0.0
 
     def fingerprint(self) -> str:
-        """Short stable hex id of the electrons per spin and rs (to 1e-9 bohr)."""
-        payload = json.dumps(["electron gas", self.n_up, self.n_down, round(self.rs, 9)])
+        """Short stable hex id of the electrons per spin, rs (to 1e-9 bohr) and the twist
+        (Gamma's id as before twists)."""
+        twist = [] if self.is_real else [list(self.twist)]
+        payload = json.dumps(["electron gas", self.n_up, self.n_down, round(self.rs, 9), *twist])
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> list[str]:
@@ -251,7 +302,8 @@ class ElectronGas:
         e_hf = self.hartree_fock_energy()
         return [
             f"system         the homogeneous electron gas: {n} electrons ({self.n_up} up, "
-            f"{self.n_down} down) in a neutralising background, Gamma point",
+            f"{self.n_down} down) in a neutralising background, "
+            + ("Gamma point" if self.is_real else f"twist {_shown(self.twist)} (complex psi)"),
             f"cell           cube of side {self.length:.6f} bohr, volume {lattice.volume:.6f} "
             f"bohr^3; rs = {self.rs:g} bohr",
             f"madelung       xi = {lattice.madelung():.10f} Ha (the cell's Madelung constant)",
@@ -261,7 +313,7 @@ class ElectronGas:
         ]
 
     def determinant(self) -> PlaneWaveDeterminant:
-        """The closed-shell Slater determinant of real plane-wave orbitals."""
+        """The closed-shell Slater determinant of plane-wave orbitals (real at Gamma)."""
         return PlaneWaveDeterminant(self)
 
     def _spins(self) -> tuple[int, ...]:
@@ -271,15 +323,19 @@ class ElectronGas:
 @dataclasses.dataclass(frozen=True)
 class PlaneWaveDeterminant:
     """psi(r) = det[phi_j(r_i)] over the up electrons (the first ``n_up`` of a walker) times
-    the same over the down ones; phi_j(r) = cos(k_j . r + phase_j) with phase 0 (cos) or
-    -pi/2 (sin). ``apply(params, r)`` and ``log_abs(params, r)`` take one walker
-    ``r: [electron, 3]`` (bohr) and ignore ``params``, the signature of an ansatz."""
+    the same over the down ones; at Gamma phi_j(r) = cos(k_j . r + phase_j) with phase 0
+    (cos) or -pi/2 (sin), at any other twist phi_j(r) = exp(i k_j . r). ``apply(params, r)``
+    and ``log_abs(params, r)`` take one walker ``r: [electron, 3]`` (bohr) and ignore
+    ``params``, the signature of an ansatz."""
 
     gas: ElectronGas
 
     def orbitals(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(k [n, 3] in 1/bohr, phase [n]) of one spin's ``n`` real orbitals."""
+        """(k [n, 3] in 1/bohr, phase [n]) of one spin's ``n`` orbitals: real ones at Gamma,
+        the plane waves themselves (phase 0) at any other twist."""
         k = self.gas.wavevectors(n)
+        if not self.gas.is_real:
+            return k, np.zeros(n)
         integers = np.rint(k * self.gas.length / (2.0 * math.pi)).astype(int)
         first = np.argmax(integers != 0, axis=1)
         positive = integers[np.arange(n), first] > 0
@@ -288,18 +344,34 @@ class PlaneWaveDeterminant:
         phases = np.concatenate([[0.0], np.zeros(len(half)), np.full(len(half), -math.pi / 2)])
         return vectors, phases[:n]
 
+    @property
+    def is_complex(self) -> bool:
+        return not self.gas.is_real
+
     def apply(self, params: Params, r: Array) -> Psi:
-        r = self.gas.lattice.wrap(r)
+        # wrapping into the cell moves a complex psi's phase: only a real one is wrapped
+        r = self.gas.lattice.wrap(r) if self.gas.is_real else r
         sign, log_abs = jnp.ones((), r.dtype), jnp.zeros((), r.dtype)
         n_up = self.gas.n_up
         for n, block in ((n_up, r[:n_up]), (self.gas.n_down, r[n_up:])):
             if not n:
                 continue
             k, phase = self.orbitals(n)
-            matrix = jnp.cos(block @ jnp.asarray(k.T, r.dtype) + jnp.asarray(phase, r.dtype))
+            angle = block @ jnp.asarray(k.T, r.dtype) + jnp.asarray(phase, r.dtype)
+            matrix = jnp.cos(angle) if self.gas.is_real else jnp.exp(1j * angle)
             s, value = jnp.linalg.slogdet(matrix)
             sign, log_abs = sign * s, log_abs + value
         return Psi(sign, log_abs)
 
     def log_abs(self, params: Params, r: Array) -> Array:
         return self.apply(params, r).log_abs
+
+    def log_psi(self, params: Params, r: Array) -> Array:
+        """log psi = log|psi| + i arg psi (complex; at Gamma the log of a real psi)."""
+        return log_of(self.apply(params, r))
+
+
+def log_of(psi: Psi) -> Array:
+    """log psi of ``Psi(sign, log|psi|)`` with a complex sign: log|psi| + log(sign), whose
+    imaginary part is the phase (its derivatives are continuous across the branch cut)."""
+    return psi.log_abs + jnp.log(psi.sign)

@@ -212,6 +212,11 @@ def for_config(config: Any) -> Molecule | electron_gas.ElectronGas:
             "--electrons and --rs describe the electron gas; give --system heg with them, or "
             "leave them out for a molecule"
         )
+    if getattr(config, "twist", None) is not None:
+        raise InputError(
+            "--twist is built for the electron gas only (a molecule has no cell, a crystal "
+            "is solved at the Gamma point); leave it out, or give --system heg"
+        )
     molecule = resolve(
         config.system, charge=config.charge, spin=config.spin, unit=config.unit, ecp=config.ecp
     )

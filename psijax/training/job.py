@@ -249,9 +249,10 @@ def _restored(job: _Job, parts: _Parts, show: Progress):
 
 def _step_builder(job: _Job, parts: _Parts):
     """``build(settings)``: the training step with ``settings`` (``StepConfig``)."""
+    phase = parts.net.phase if getattr(parts.net, "is_complex", False) else None
     return lambda settings: make_step(
         parts.net.log_abs, parts.local_energy, parts.optimizer, settings, job.mesh,
-        parts.template, parts.sampler, parts.estimators,
+        parts.template, parts.sampler, parts.estimators, phase=phase,
     )  # fmt: skip
 
 

@@ -29,7 +29,13 @@ from psijax.estimators import training as estimators_lib
 from psijax.estimators.training import Estimator, StepValues
 from psijax.optim import jacobian as jacobian_lib
 from psijax.optim.base import CENTERED_ENERGIES, JACOBIAN, MESH, PER_WALKER
-from psijax.optim.gradient import EnergyStats, energy_stats, make_local_energies, vmc_weights
+from psijax.optim.gradient import (
+    EnergyStats,
+    energy_stats,
+    make_local_energies,
+    vmc_weights,
+    vmc_weights_imaginary,
+)
 from psijax.parallel.batching import auto_chunk, map_walkers
 from psijax.parallel.cpu_lapack import cores
 from psijax.sampling import Sampler
@@ -56,15 +62,21 @@ def make_step(
     state_template: TrainState,
     sampler: Sampler,
     estimators: tuple[Estimator, ...] = estimators_lib.TRAINING,
+    phase: Callable[[Params, Array], Array] | None = None,
 ) -> Callable[[TrainState], tuple[TrainState, Metrics]]:
     """The training step, sharded like ``state_template`` on ``mesh``.
 
     ``sampler`` moves the walkers (``psijax.registry.sampler``); its state is
     ``state.sampler``. The optimiser gets the extra inputs it declares (``psijax.optim.base``).
-    The metrics are the columns of ``estimators`` (``psijax.estimators.training``).
+    The metrics are the columns of ``estimators`` (``psijax.estimators.training``). A
+    complex psi gives its ``phase`` (arg psi) and a local energy with Im E_L beside E_L
+    (``psijax.hamiltonian.base.ComplexLocalEnergy``): its gradient and jacobian then hold
+    the phase's derivatives too (``_complex_gradient``).
     """
     n = state_template.walkers.shape[0]
-    work = StepWork(log_abs, local_energy, optimizer, config, mesh, sampler, estimators, n)
+    work = StepWork(
+        log_abs, local_energy, optimizer, config, mesh, sampler, estimators, n, phase
+    )  # fmt: skip
     k = group_count(config, mesh, state_template, sampler, work.needs)
     if k > 1:
         return execution.ThreadGroups(work, k, state_template)
@@ -103,6 +115,7 @@ class StepWork:
     sampler: Sampler
     estimators: tuple[Estimator, ...]
     n_walkers: int
+    phase: Callable[[Params, Array], Array] | None = None  # a complex psi's arg psi
 
     @property
     def needs(self) -> frozenset:
@@ -143,7 +156,8 @@ class StepWork:
             energies_of = make_local_energies(self.local_energy, chunk_size=chunk)
             energies, aux = energies_of(params, moved.walkers, energy_key, rows=rows)
         jac = None
-        if self.needs & PER_WALKER and self.config.jacobian_blocks == 1:
+        complex_rows = self.phase is not None  # formed over all walkers (``_complex_gradient``)
+        if self.needs & PER_WALKER and self.config.jacobian_blocks == 1 and not complex_rows:
             with jax.named_scope("jacobian"):  # one block per parameter leaf, never joined
                 jac = jacobian_lib.leaves(
                     self.log_abs, params, moved.walkers, jnp.isfinite(energies),
@@ -189,6 +203,8 @@ class StepWork:
         """The VMC gradient J^T w (``vmc_weights``) and the optimiser's extra inputs: J's
         rows as the walkers' work formed them, J in blocks (never formed whole), or no J
         at all (one backward pass over the walkers)."""
+        if self.phase is not None:
+            return self._complex_gradient(params, walkers, stats)
         weights = vmc_weights(stats)
         with jax.named_scope("jacobian"):
             if jac is not None:
@@ -204,6 +220,37 @@ class StepWork:
                 batch = lambda p: map_walkers(self.log_abs, p, walkers, chunk_size=chunk)
                 grads = jax.vjp(batch, params)[1](weights)[0]
         extra = {JACOBIAN: jac, CENTERED_ENERGIES: stats.centered}
+        return grads, {k: v for k, v in extra.items() if k in self.needs}
+
+    def _complex_gradient(
+        self, params: Params, walkers: Array, stats: EnergyStats
+    ) -> tuple[Params, dict]:
+        """A complex psi's gradient (``psijax.optim.gradient``) and the optimiser's inputs:
+        J with a row of d log|psi| and one of d arg psi per walker, the centered Re and Im
+        E_L beside them (``jacobian.interleaved``), formed over all walkers at once so that
+        each half is centered over all of them."""
+        real, imaginary = vmc_weights(stats), vmc_weights_imaginary(stats)
+        chunk = self.chunk(walkers.shape[0])
+        log_abs = lambda p, r: self.log_abs(p, r)  # plain functions: no tapped layers
+        phase = lambda p, r: self.phase(p, r)
+        jac, energies = None, stats.centered
+        with jax.named_scope("jacobian"):
+            if self.needs & PER_WALKER:
+                rows = [
+                    jacobian_lib.leaves(f, params, walkers, stats.finite, chunk_size=chunk)
+                    for f in (log_abs, phase)
+                ]
+                jac = jacobian_lib.interleaved(*rows)
+                pair = lambda a, b: jnp.stack([a, b], axis=1).reshape(-1)
+                grads = jac.rmatvec_like(params, pair(real, imaginary))
+                energies = pair(stats.centered, stats.centered_imaginary)
+            else:
+                grads = None
+                for f, weights in ((log_abs, real), (phase, imaginary)):
+                    batch = lambda p, f=f: map_walkers(f, p, walkers, chunk_size=chunk)
+                    part = jax.vjp(batch, params)[1](weights)[0]
+                    grads = part if grads is None else jax.tree.map(jnp.add, grads, part)
+        extra = {JACOBIAN: jac, CENTERED_ENERGIES: energies}
         return grads, {k: v for k, v in extra.items() if k in self.needs}
 
 
