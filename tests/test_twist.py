@@ -51,6 +51,10 @@ def test_twisted_shells_and_hartree_fock():
     assert closed_shells(12, (0.2137, 0.0931, -0.0419)) == tuple(range(1, 13))  # all unlike
     assert 7 in closed_shells(12, TWIST)
     assert closed_shells(12, (0.5, 0.0, 0.0)) == (2, 10)  # +-1/2 along x, then 8 more
+    part = ElectronGas(7, 7, 5.0, (0.5, 0.0, 0.0))  # 7 of 10: a part-filled shell
+    k = part.wavevectors(7) * part.length / (2 * math.pi)
+    np.testing.assert_allclose(np.sort(np.sum(k**2, axis=1)), [0.25] * 2 + [1.25] * 5)
+    assert np.isfinite(part.hartree_fock_energy()) and not part.is_real
     assert parse_twist("0.75 -0.5 1") == (-0.25, 0.5, 0.0) and parse_twist(None) == (0, 0, 0)
     k = GAS.wavevectors(7) * GAS.length / (2 * math.pi) - np.asarray(TWIST)
     np.testing.assert_allclose(k, np.rint(k), atol=1e-12)  # k = 2 pi (n + t) / L
@@ -229,8 +233,9 @@ def test_a_twisted_gas_trains_resumes_evaluates_and_loads(tmp_path):
         (dict(system="heg", electrons=14, rs=5.0, twist="0.5 0"), "is not three numbers"),
         (dict(system="heg", electrons=14, rs=5.0, twist="0.1 0 0", jacobian_blocks=2),
          "forms its jacobian whole"),
-        (dict(system="heg", electrons=14, rs=5.0, twist="0.5 0 0"),
-         "not closed shells of plane waves at the twist (0.5, 0, 0)"),
+        (dict(system="heg", electrons=12, rs=5.0), "not closed shells of plane waves at the"
+         " Gamma point; give each spin a closed shell (1, 7, 19, 27, 33, 57), e.g. --electrons "
+         "14 --spin 0, or a --twist"),
     ],
 )  # fmt: skip
 def test_bad_twists_are_refused(values, problem):

@@ -11,6 +11,14 @@ the real orbitals 1, cos(k . r) and sin(k . r) (one k of each pair +-k): they sp
 same space as the plane waves, so psi is the plane-wave determinant times a constant,
 real, with the cell's periodicity in every electron.
 
+At a twist t (fractions of the reciprocal vectors, twisted boundary conditions: psi
+gains exp(i 2 pi t_i) when an electron moves by the lattice vector a_i), k = 2 pi (n + t)
+/ L and the orbitals are the complex plane waves themselves, so psi is complex. Every
+plane wave has a uniform density, so any filling is a determinant of uniform density and
+the energy below holds for it: where the last shell is part-filled (most counts, at most
+twists) it takes that shell's first states in a fixed order, one of its degenerate
+determinants, as canonical twist averaging at a fixed electron count does.
+
 Its energy per cell with the Ewald-summed interaction (``psijax.hamiltonian.ewald``) is
 the Hartree-Fock energy of the electron gas:
 
@@ -134,14 +142,13 @@ def from_config(config: Any) -> ElectronGas:
             f"jacobian_blocks={config.jacobian_blocks}: a twist's complex psi forms its "
             "jacobian whole (two rows a walker); leave --jacobian-blocks out"
         )
-    shells = closed_shells(max(n_up, n_down, 60), twist)
-    if any(count and count not in shells for count in (n_up, n_down)):
-        where = "at the Gamma point" if twist == GAMMA else f"at the twist {_shown(twist)}"
+    shells = closed_shells(max(n_up, n_down, 60))
+    if twist == GAMMA and any(count and count not in shells for count in (n_up, n_down)):
         raise InputError(
             f"{n} electrons at spin {spin} are {n_up} up and {n_down} down, not closed shells "
-            f"of plane waves {where}; give each spin a closed shell "
-            f"({', '.join(map(str, shells[:12]))}), e.g. --electrons "
-            f"{2 * min(shells, key=lambda c: abs(2 * c - n))} --spin 0"
+            f"of plane waves at the Gamma point; give each spin a closed shell "
+            f"({', '.join(map(str, shells))}), e.g. --electrons "
+            f"{2 * min(shells, key=lambda c: abs(2 * c - n))} --spin 0, or a --twist"
         )
     return ElectronGas(n_up, n_down, config.rs, twist)
 
@@ -183,8 +190,8 @@ class ElectronGas:
         object.__setattr__(self, "twist", parse_twist(self.twist))
         for name in ("n_up", "n_down"):
             value = getattr(self, name)
-            if value and value not in closed_shells(value, self.twist):
-                shown = ", ".join(map(str, closed_shells(max(2 * value, 60), self.twist)[:12]))
+            if self.is_real and value and value not in closed_shells(value):
+                shown = ", ".join(map(str, closed_shells(max(2 * value, 60))))
                 raise InputError(
                     f"{name}={value} leaves a shell of plane waves part-filled; use a closed "
                     f"shell: 0, {shown}, ..."
@@ -241,9 +248,10 @@ class ElectronGas:
 
     def wavevectors(self, n: int) -> np.ndarray:
         """The ``n`` occupied k = 2 pi (n + t) / L of one spin (1/bohr), t the twist, float
-        array [n, 3] by |k|."""
+        array [n, 3] by |k|. At a twist a part-filled shell takes its first states in a
+        fixed order (module docstring)."""
         vectors, fillings = shells(max(n, 1), self.twist)
-        if n not in (0, *fillings):
+        if self.is_real and n not in (0, *fillings):
             shown = ", ".join(map(str, closed_shells(n, self.twist)))
             raise InputError(f"{n} plane waves is not a closed shell; use one of {shown}")
         shifted = vectors[:n].astype(np.float64) + np.asarray(self.twist)
