@@ -40,6 +40,14 @@ def scan(config, points, out, **options):
     return _scan(config, points, out, **options)
 
 
+def twist_average(config, grid, out, **options):
+    """The electron gas trained at each twist of a ``grid``-point Monkhorst-Pack grid (the
+    cube's symmetries reduce it), its energies averaged; see ``psijax.curves.twists``."""
+    from psijax.curves.twists import twist_average as _twist_average
+
+    return _twist_average(config, grid, out, **options)
+
+
 def relax(config, out, settings=None, **options):
     """A geometry optimisation: cycles of training, force evaluation and a quasi-Newton step
     of the nuclei until the forces vanish within their error bars; see
@@ -58,5 +66,5 @@ def load(run, **options):
 
 __all__ = [
     "Config", "Molecule", "Psi", "TrainState", "__version__", "configure", "evaluate", "load",
-    "relax", "scan", "train", "unconfigure",
+    "relax", "scan", "train", "twist_average", "unconfigure",
 ]  # fmt: skip

@@ -8,8 +8,10 @@ and loads."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -243,3 +245,87 @@ def test_bad_twists_are_refused(values, problem):
 
     with pytest.raises(InputError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         for_config(config_lib.from_dict(values))
+
+
+# ------------------------------------------------------------------ twist averaging
+def test_twist_grid_classes_and_their_weights():
+    from psijax.curves.twists import grid
+
+    assert grid(1) == [((0.0, 0.0, 0.0), 1)]
+    assert grid(2) == [((0.25, 0.25, 0.25), 8)]
+    assert [w for _, w in grid(3)] == [1, 6, 12, 8] and [w for _, w in grid(4)] == [8, 24, 24, 8]
+    for m in range(1, 6):
+        assert sum(w for _, w in grid(m)) == m**3
+    for bad in (0, 9, 2.5, True):
+        with pytest.raises(InputError, match="whole number of twists a side"):
+            grid(bad)
+
+
+def test_twists_a_symmetry_joins_have_one_hartree_fock_energy():
+    """Every twist of the 3-point grid has its class representative's Hartree-Fock energy
+    (the cube's symmetries and time reversal map one onto the other)."""
+    import itertools
+
+    from psijax.curves.twists import grid
+
+    energy = {t: ElectronGas(7, 7, 2.0, t).hartree_fock_energy() for t, _ in grid(3)}
+    axis = (-1 / 3, 0.0, 1 / 3)
+    for t in itertools.product(axis, repeat=3):
+        key = tuple(sorted(round(abs(c), 12) for c in t))
+        (representative,) = [r for r in energy if tuple(round(c, 12) for c in r) == key]
+        assert ElectronGas(7, 7, 2.0, t).hartree_fock_energy() == pytest.approx(
+            energy[representative], rel=1e-12
+        )
+    assert len(set(np.round(list(energy.values()), 9))) == 4  # the classes differ
+
+
+def test_twist_average_trains_each_class_once_and_resumes(tmp_path):
+    from psijax.curves.twists import average, twist_average
+
+    trained = []
+
+    def fake_train(config, progress, resume):  # each twist's energy: its Hartree-Fock - 0.3
+        gas = ElectronGas(7, 7, 5.0, config.twist)
+        out = Path(config.out)
+        out.mkdir(parents=True)
+        trained.append(config.twist)
+        summary = {"energy": gas.hartree_fock_energy() - 0.3, "energy_error": 1e-3,
+                   "steps_run": 10, "seconds": 1.0}  # fmt: skip
+        (out / "summary.json").write_text(json.dumps(summary))
+
+    config = config_lib.from_dict({"system": "heg", "electrons": 14, "rs": 5.0})
+    result = twist_average(config, 3, tmp_path / "tabc", progress=False, train=fake_train)
+    third = "0.333333333333"
+    assert trained == ["0 0 0", f"0 0 {third}", f"0 {third} {third}", f"{third} {third} {third}"]
+    energy, error = result.energy
+    assert energy == pytest.approx(result.hartree_fock - 0.3, rel=1e-12)
+    assert error == pytest.approx(1e-3 * math.sqrt(1 + 36 + 144 + 64) / 27, rel=1e-12)
+    assert average([(1, 1.0, 0.0), (3, 2.0, 0.0)]) == (1.75, 0.0)
+    summary = json.loads((tmp_path / "tabc" / "summary.json").read_text())
+    assert summary["weights"] == 27 and summary["energy_per_electron"] == pytest.approx(energy / 14)
+    rows = (tmp_path / "tabc" / "twists.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0].startswith("t1,t2,t3,weight,energy,error,hartree_fock")
+    again = twist_average(config, 3, tmp_path / "tabc", progress=False, train=fake_train)
+    assert len(trained) == 4 and again.energy == result.energy  # every twist read, none trained
+    with pytest.raises(InputError, match="holds a twist average of other points or settings"):
+        twist_average(config, 2, tmp_path / "tabc", progress=False, train=fake_train)
+    with pytest.raises(InputError, match="leave --twist out"):
+        twist_average(dataclasses.replace(config, twist="0.1 0 0"), 2, tmp_path / "x")
+    with pytest.raises(InputError, match="twist averaging is built for the electron gas"):
+        twist_average(config_lib.from_dict({"system": "LiH"}), 2, tmp_path / "y")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_twists_command(tmp_path, capsys):
+    from psijax.cli.main import main
+
+    out = tmp_path / "tabc"
+    argv = ["twists", "--system", "heg", "--electrons", "14", "--rs", "5", "--twist-grid", "2",
+            "--steps", "4", "--walkers", "16", "--layers", "16x4", "--determinants", "2",
+            "--burn-in-steps", "2", "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "(0.2500, 0.2500, 0.2500)      8" in printed and "average" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["classes"] == 1 and np.isfinite(summary["energy"])
+    assert json.loads((out / "twist-00" / "config.json").read_text())["twist"] == "0.25 0.25 0.25"

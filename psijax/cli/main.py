@@ -6,7 +6,7 @@ import argparse
 import shlex
 import sys
 
-from psijax.cli import evaluate, flags, relax, scan
+from psijax.cli import evaluate, flags, relax, scan, twists
 from psijax.errors import InputError, Interrupted, PsijaxError, TrainingError
 from psijax.runtime import configure
 
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_parsers(sub)
     scan.add_parsers(sub)
     relax.add_parsers(sub)
+    twists.add_parsers(sub)
     return parser
 
 
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             return scan.run(args)
         if args.command in relax.COMMANDS:
             return relax.run(args)
+        if args.command in twists.COMMANDS:
+            return twists.run(args)
         return _train(args)
     except Interrupted as err:
         hint = f"; continue with: {err.resume}" if err.saved and err.resume else ""
