@@ -95,9 +95,11 @@ def build_step(config, molecule, mesh):
         sampler.init(jnp.float32), n_steps=20,
     )  # fmt: skip
     state = train_state(net, optimizer, params, walkers, keys[3], sampler_state=width, mesh=mesh)
+    phase = net.phase if getattr(net, "is_complex", False) else None  # a twist's complex psi
     step = make_step(
-        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler
-    )
+        net.log_abs, local_energy, optimizer, step_config(config), mesh, state, sampler,
+        phase=phase,
+    )  # fmt: skip
     t0 = time.perf_counter()
     step = step.lower(state).compile()
     compile_s = time.perf_counter() - t0

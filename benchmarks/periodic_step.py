@@ -1,13 +1,15 @@
 """The training step of a periodic system against a molecule of as many electrons,
 measured in one run.
 
-    python benchmarks/periodic_step.py [--pair gas|crystal] [--steps 5] [--rounds 2]
+    python benchmarks/periodic_step.py [--pair gas|twist|crystal] [--steps 5] [--rounds 2]
         [--layers 64x16,64x16,64x16]
 
 ``--pair gas``: the electron gas of 14 electrons at rs = 5 (periodic FermiNet,
 Ewald-summed Coulomb energy) against N2 (14 electrons, FermiNet with envelopes, plain
-Coulomb energy); ``--pair crystal``: LiH in its rocksalt primitive cell (4 electrons,
-the crystal FermiNet, Ewald sums with the nuclei) against the LiH molecule. At the same
+Coulomb energy); ``--pair twist``: the same gas at the twist (1/4, 1/4, 1/4) (complex
+psi: complex determinants, two jacobian rows a walker) against it at Gamma; ``--pair
+crystal``: LiH in its rocksalt primitive cell (4 electrons, the crystal FermiNet, Ewald
+sums with the nuclei) against the LiH molecule. At the same
 config (``psijax.config.Config``'s defaults: 256 walkers, 16 determinants, 10 MCMC moves
 per step, SPRING, float32; ``--layers`` widths) build their state from the same seed (no
 pretraining; 20 burn-in steps), compile the step, then time ``--steps`` steps per round,
@@ -35,6 +37,11 @@ from psijax.system import sizing
 HALF = 4.0834 / 2  # angstrom: LiH's rocksalt lattice constant over 2
 PAIRS = {  # the molecule first
     "gas": {"N2": {"system": "N2"}, "electron gas": {"system": "heg", "electrons": 14, "rs": 5.0}},
+    "twist": {  # the gas at Gamma first: the twist's complex psi against its real one
+        "electron gas": {"system": "heg", "electrons": 14, "rs": 5.0},
+        "electron gas, twist": {"system": "heg", "electrons": 14, "rs": 5.0,
+                                "twist": "0.25 0.25 0.25"},
+    },
     "crystal": {
         "LiH": {"system": "LiH"},
         "LiH rocksalt": {"system": f"Li 0 0 0; H {HALF} 0 0", "unit": "angstrom",
