@@ -314,6 +314,12 @@ def test_twist_average_trains_each_class_once_and_resumes(tmp_path):
     with pytest.raises(InputError, match="twist averaging is built for the electron gas"):
         twist_average(config_lib.from_dict({"system": "LiH"}), 2, tmp_path / "y")
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    given = twist_average(config, "0.1 0.2 0.3; -0.4 0.1 0", tmp_path / "z", progress=False,
+                          train=fake_train)  # fmt: skip
+    assert [t.weight for t in given.twists] == [1, 1] and trained[-1] == "-0.4 0.1 0"
+    for bad, problem in (("0.1 0 0; 1.1 0 0", "name one twist twice"), (" ; ", "give one")):
+        with pytest.raises(InputError, match=problem):
+            twist_average(config, bad, tmp_path / "w", progress=False, train=fake_train)
 
 
 def test_twists_command(tmp_path, capsys):

@@ -11,6 +11,7 @@ COMMANDS = ("twists",)
 EPILOG = """examples:
   psijax twists --system heg --electrons 14 --rs 5 --twist-grid 3 --out runs/heg-tabc
   psijax twists --system heg --electrons 14 --rs 5 --twist-grid 3 --out runs/heg-tabc  # resumes
+  psijax twists --system heg --electrons 14 --rs 5 --twists "0.1 0.2 0.3; -0.4 0.1 0" --out runs/t2
 """
 
 
@@ -24,9 +25,12 @@ def add_parsers(sub) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     twists.add_argument("--config", help="TOML or JSON file of config keys (flags override it)")
-    twists.add_argument("--twist-grid", type=int, default=2, metavar="M",
-                        help="twists a side of the grid (default 2: 8 twists, one class; "
-                        "3: 27 twists, 4 classes)")  # fmt: skip
+    given = twists.add_mutually_exclusive_group()
+    given.add_argument("--twist-grid", type=int, default=2, metavar="M",
+                       help="twists a side of the grid (default 2: 8 twists, one class; "
+                       "3: 27 twists, 4 classes)")  # fmt: skip
+    given.add_argument("--twists", metavar="LIST", help="the twists one by one, each of "
+                       "weight 1: 't1 t2 t3; t1 t2 t3; ...'")  # fmt: skip
     flags.add_config_flags(twists)
     twists.add_argument("--force", action="store_true", help="replace an average in --out")
     twists.add_argument("--quiet", action="store_true", help="no progress display")
@@ -40,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     value = lambda mean, error: str(Estimate(mean, error, 0, 1, 0, 0.0))
 
     config = make_config(**flags.given(args))
-    result = twist_average(config, args.twist_grid, config.out, progress=not args.quiet,
+    which = args.twists if args.twists is not None else args.twist_grid
+    result = twist_average(config, which, config.out, progress=not args.quiet,
                            force=args.force)  # fmt: skip
     print(f"{'twist':>26} {'weight':>6} {'energy (Ha)':>16} {'Hartree-Fock':>13} {'steps':>6}")
     for t in result.twists:

@@ -8,7 +8,8 @@ the Monkhorst-Pack grid of ``m`` points a side, t_i = (j + 1/2) / m - 1/2 (j = 0
 which leaves out the Gamma point, reduced by the cube's 48 symmetries (permutations and
 sign changes of t's components, time reversal among them): twists that one symmetry
 maps onto another have the same energy, so each class is trained once and weighted by
-its size. The average and its error bar (``average``):
+its size. Twists may also be listed one by one (``listed``), each of weight 1. The average
+and its error bar (``average``):
 
     E = sum_c w_c E_c / sum_c w_c,   sigma^2 = sum_c w_c^2 sigma_c^2 / (sum_c w_c)^2,
 
@@ -95,9 +96,20 @@ def average(values: list[tuple[float, float, float]]) -> tuple[float, float]:
     return mean, error
 
 
+def listed(text: str) -> list[tuple[tuple[float, float, float], int]]:
+    """Twists given one by one (``"t1 t2 t3; t1 t2 t3; ..."``), each of weight 1, none
+    reduced by symmetry; a twist given twice is refused."""
+    twists = [electron_gas.parse_twist(part) for part in text.split(";") if part.strip()]
+    if not twists:
+        raise InputError(f"twists {text!r}: give one or more 't1 t2 t3' separated by ';'")
+    if len(set(twists)) < len(twists):
+        raise InputError(f"twists {text!r} name one twist twice; give each twist once")
+    return [(t, 1) for t in twists]
+
+
 def twist_average(
     config: config_lib.Config,
-    m: int,
+    m: int | str,
     out: str | Path,
     *,
     progress: bool = True,
@@ -105,8 +117,9 @@ def twist_average(
     train: Callable | None = None,
 ) -> TwistAverage:
     """Train ``config`` (the electron gas, without a twist of its own) at each class of the
-    ``m``-point grid in turn and average (module docstring). ``force`` starts over in
-    ``out``; otherwise an average there of the same grid and settings is continued."""
+    ``m``-point grid in turn and average (module docstring); ``m`` a string lists the
+    twists instead (``listed``). ``force`` starts over in ``out``; otherwise an average
+    there of the same twists and settings is continued."""
     if train is None:
         from psijax.training.job import train
     if not electron_gas.is_named(config.system):
@@ -115,15 +128,18 @@ def twist_average(
             "--electrons and --rs"
         )
     if config.twist is not None:
-        raise InputError("the twists come from --twist-grid; leave --twist out")
-    classes = grid(m)
+        raise InputError("the twists come from --twist-grid or --twists; leave --twist out")
+    classes = listed(m) if isinstance(m, str) else grid(m)
     out = Path(out)
     at_twist = lambda t, run: dataclasses.replace(
         config, twist=" ".join(f"{c:.12g}" for c in t), out=str(run)
     )
     # every twist's system (refusing bad input before anything is written)
     gases = [electron_gas.from_config(at_twist(t, out)) for t, _ in classes]
-    manifest = {"grid": m, "config": config_lib.to_dict(dataclasses.replace(config, out=str(out)))}
+    manifest = {
+        "twists": [[list(t), w] for t, w in classes],
+        "config": config_lib.to_dict(dataclasses.replace(config, out=str(out))),
+    }
     claim(out, MANIFEST, manifest, force, "twist average")
     done: list[Twist] = []
     n = gases[0].n_electrons
