@@ -308,7 +308,7 @@ def test_states_train_resume_evaluate_and_report(tmp_path):
 @pytest.mark.parametrize(
     "overrides,word",
     [(dict(states=0), "states=0"), (dict(states=40), "states=40"),
-     (dict(system="He", basis="sto-6g", states=3), "larger basis")],
+     (dict(system="He", basis="sto-6g", states=3), "only 1 Hartree-Fock configuration")],
     ids=["zero", "too-many", "small-basis"],
 )  # fmt: skip
 def test_bad_states_input_is_refused_before_anything_is_written(tmp_path, overrides, word):
