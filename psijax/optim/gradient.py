@@ -55,13 +55,7 @@ def energy_stats(
     # With no finite walker at all the energy is nan, so the step is rejected.
     mean = jnp.where(jnp.any(finite), jnp.sum(e) / n_finite, jnp.nan)
     variance = jnp.sum(jnp.where(finite, (e - mean) ** 2, 0.0)) / n_finite
-    clipped = e
-    if clip_scale is not None:
-        median = jnp.nanmedian(jnp.where(finite, local_energies, jnp.nan))
-        spread = jnp.sum(jnp.where(finite, jnp.abs(e - median), 0.0)) / n_finite
-        clipped = jnp.clip(e, median - clip_scale * spread, median + clip_scale * spread)
-    clipped_mean = jnp.sum(jnp.where(finite, clipped, 0.0)) / n_finite
-    centered = jnp.where(finite, clipped - clipped_mean, 0.0)
+    centered = _clipped_centered(local_energies, finite, n_finite, clip_scale)
     n_nonfinite = (local_energies.size - jnp.sum(finite)).astype(local_energies.dtype)
     aux = dict(aux or {})
     imaginary = aux.pop(IMAGINARY, None)
