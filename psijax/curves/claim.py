@@ -1,8 +1,9 @@
-"""The output directory of a scan or a relaxation: new, or holding the same job (which then
-continues), never another one's files."""
+"""The output directory of a scan, a relaxation or a twist average: new, or holding the
+same job (which then continues), never another one's files; its tables written whole."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -46,3 +47,14 @@ def _normal(manifest: dict) -> dict:
             return manifest
         manifest = manifest | {"config": json.loads(json.dumps(config_lib.to_dict(config)))}
     return manifest
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """``rows`` (one dict a row, the first's keys the header) as the CSV file ``path``,
+    written whole beside it and moved over it, so that a reader never sees half a table."""
+    part = path.with_name(path.name + ".tmp")
+    with open(part, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    part.replace(path)

@@ -25,7 +25,6 @@ last geometry, which ``--system`` reads) hold the result.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -38,7 +37,7 @@ import numpy as np
 from psijax import config as config_lib
 from psijax import registry, system
 from psijax.curves import geometry, points
-from psijax.curves.claim import claim
+from psijax.curves.claim import claim, write_rows
 from psijax.curves.points import ANGSTROM
 from psijax.errors import InputError
 from psijax.rundir.eval_files import read_rows
@@ -273,11 +272,7 @@ def _write(out: Path, cycles: list[Cycle], settings: RelaxSettings) -> None:
             "train_steps": c.train_steps, "eval_steps": c.eval_steps,
             "seconds": round(c.seconds, 2), "run": c.run.name,
         })  # fmt: skip
-    with open(out / "relax.csv.tmp", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "relax.csv.tmp").replace(out / "relax.csv")
+    write_rows(out / "relax.csv", rows)
     atomic_write(out / "trajectory.xyz", "".join(_frame(c) for c in cycles))
     last = cycles[-1]
     atomic_write(out / "final.xyz", xyz(last.molecule, f"psijax relax: cycle {last.index}, "

@@ -15,7 +15,6 @@ point: a finished point is read, an unfinished one resumed from its checkpoint.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from psijax import config as config_lib
-from psijax.curves.claim import claim
+from psijax.curves.claim import claim, write_rows
 from psijax.curves.fit import CurveFit, fit_curve
 from psijax.curves.points import Point, config_at
 from psijax.statistics import Estimate
@@ -156,11 +155,7 @@ def _write_curve(out: Path, points: list[ScanPoint], label: str) -> None:
          "steps": p.steps, "seconds": p.seconds, "run": p.run.name}
         for p in points
     ]  # fmt: skip
-    with open(out / "scan.csv.tmp", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "scan.csv.tmp").replace(out / "scan.csv")
+    write_rows(out / "scan.csv", rows)
     plot_curve(out / "scan.png", points, label)
 
 

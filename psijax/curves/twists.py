@@ -23,7 +23,6 @@ and Hartree-Fock energy; ``OUT/summary.json`` the average.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import json
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from psijax import config as config_lib
-from psijax.curves.claim import claim
+from psijax.curves.claim import claim, write_rows
 from psijax.errors import InputError
 from psijax.rundir.train_files import atomic_write
 from psijax.system import electron_gas
@@ -170,11 +169,7 @@ def _write(out: Path, twists: list[Twist], electrons: int, classes: int) -> None
          "steps": t.steps, "seconds": t.seconds, "run": t.run.name}
         for t in twists
     ]  # fmt: skip
-    with open(out / "twists.csv.tmp", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "twists.csv.tmp").replace(out / "twists.csv")
+    write_rows(out / "twists.csv", rows)
     result = TwistAverage(twists, out, electrons)
     energy, error = result.energy
     summary = {
