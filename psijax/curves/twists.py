@@ -30,8 +30,6 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from psijax import config as config_lib
 from psijax.curves.claim import claim, write_rows
 from psijax.errors import InputError
@@ -174,7 +172,7 @@ def _write(out: Path, twists: list[Twist], electrons: int, classes: int) -> None
     energy, error = result.energy
     summary = {
         "twists_done": len(twists), "classes": classes,
-        "weights": int(np.sum([t.weight for t in twists])),
+        "weights": sum(t.weight for t in twists),
         "energy": energy, "energy_error": error, "energy_per": "cell",
         "energy_per_electron": energy / electrons, "energy_per_electron_error": error / electrons,
         "hartree_fock": result.hartree_fock, "electrons": electrons,
