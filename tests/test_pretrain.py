@@ -137,6 +137,22 @@ def test_split_determinants_and_one_electron(name, full_det):
     assert any(jax.tree.leaves(moved))
 
 
+@pytest.mark.parametrize(
+    "atoms,spin,ecp",
+    [("Al 0 0 0", 1, "ccecp"), ("Cl 0 0 0", 1, "ccecp"), ("Ne 0 0 0", 0, None),
+     ("N 0 0 0; N 0 0 2.07", 0, None), ("Na 0 0 0; Cl 0 0 4.4", 0, "ccecp")],
+)  # fmt: skip
+def test_the_head_is_fitted_to_every_walker_of_a_default_run(atoms, spin, ecp):
+    """The loss's gradient takes the fitted head as fixed, its true gradient only where the
+    head is fitted to the walkers the loss is taken over: a fit to part of them overfitted
+    that part and pretraining diverged (Al with ccECP at 1024 walkers, fitted to 256)."""
+    from psijax.system import resolve, sizing
+    from psijax.training import pretrain as pretraining
+
+    molecule = resolve(atoms, spin=spin, ecp=ecp)
+    assert sizing.walkers_for(molecule) <= pretraining.FIT_WALKERS
+
+
 def test_pretraining_on_two_devices_follows_one_device():
     """The head's fit on several devices sees the same inputs as on one (computed from the
     gathered walkers, not each device's share), so the runs agree to rounding. At the

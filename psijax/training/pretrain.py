@@ -194,7 +194,14 @@ RIDGE = 3e-3
 # over walkers then add in the same order on any number of devices (split over devices,
 # their order changed the fitted weights by 5e-5 relative: rounding amplified by the
 # least-squares problem's condition), and its cost is bounded at any number of walkers.
-FIT_WALKERS = 256
+# The loss's gradient takes the fitted head as fixed, which is its true gradient only where
+# the head is fitted to the loss's own walkers (the fit is then optimal for that loss): so
+# every walker of a default run (at most 1024) is fitted. Fitted to 256 of 1024, the head
+# overfitted them and the loss over all stalled 10-300x higher (C all-electron, S, Cl
+# with ccECP) or diverged after 325 steps (Al with ccECP, both seeds: training then began
+# near 0 Ha instead of Hartree-Fock's -1.88 and ended 52 mHa above the exact energy;
+# docs/benchmarks.md, "Pretraining's fit").
+FIT_WALKERS = 1024
 # The slowest initial envelope decay (1/bohr), for orbitals of energy near or above zero.
 DECAY_FLOOR = 0.5
 
