@@ -83,7 +83,7 @@ class Config:
     # 1.5 mHa further from exact (docs/benchmarks.md, "Sampling: steps scaled to the ...").
     sampler: str = "metropolis"
     mcmc_moves: int = 10
-    clip_scale: float = 5.0
+    clip_scale: float | None = None  # None: sized from the molecule (psijax.system.sizing)
     chunk_size: int | None = None
     jacobian_blocks: int = 1  # SPRING: form the jacobian in this many parameter blocks
     # float32 matrix products (psijax.precision; only GPUs and TPUs tell them apart): of
@@ -107,7 +107,7 @@ class Config:
 
     def __post_init__(self) -> None:
         _positive(self, "determinants", "mcmc_moves", "decay_steps")
-        for sized in ("walkers", "steps", "electrons", "rs"):  # None: sized, or a molecule
+        for sized in ("walkers", "steps", "electrons", "rs", "clip_scale"):  # None: sized
             if getattr(self, sized) is not None:
                 _positive(self, sized)
         if self.steps is not None and self.steps < 2:  # refused before minutes of compiling
@@ -115,7 +115,7 @@ class Config:
                 f"steps={self.steps}: the energy's error bar needs at least 2 training steps; "
                 "give --steps 2 or more"
             )
-        _positive(self, "attention_layers", "attention_heads", "attention_head_dim", "clip_scale",
+        _positive(self, "attention_layers", "attention_heads", "attention_head_dim",
                   "jacobian_blocks", "keep_checkpoints", "max_rejected")  # fmt: skip
         if int(self.states) != self.states or not 1 <= self.states <= MAX_STATES:
             raise InputError(
@@ -330,7 +330,7 @@ def to_dict(config: Config) -> dict[str, Any]:
 
 
 # The fields a job sizes from the molecule (their default is None), with examples
-_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz"}
+_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz", "clip_scale": 5.0}
 SIZED = frozenset(_SIZED_EXAMPLES)
 
 

@@ -97,6 +97,23 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert steps(**crystal) == 3000 and "crystal" in sizing.describe_steps()
 
 
+def test_clipping_is_sized_by_effective_core_potentials(tmp_path):
+    from psijax.system import sizing
+    from psijax.training.job import step_config
+
+    assert config_lib.Config().clip_scale is None  # left to the molecule until a job sizes it
+    clip = lambda **given: sizing.for_system(make_config(**given)).clip_scale
+    assert clip(system="LiH") == clip(system="N2") == 5.0
+    assert clip(system="C 0 0 0", spin=2, ecp="ccecp") == 100.0
+    assert clip(system="Na 0 0 0; Cl 0 0 4.4", ecp="Cl:ccecp") == 100.0
+    assert clip(system="C 0 0 0", spin=2, ecp="ccecp", clip_scale=3) == 3.0  # given: kept
+    assert step_config(config_lib.Config()).clip_scale == 5.0  # unsized: never unclipped
+    # a saved run keeps the value it wrote, whatever today's default
+    saved = config_lib.to_dict(config_lib.Config(ecp="ccecp", clip_scale=5.0))
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert config_lib.load_saved(tmp_path / "config.json").clip_scale == 5.0
+
+
 def test_several_states_pretrain_on_a_basis_with_diffuse_functions():
     from psijax.system import sizing
 
@@ -148,8 +165,8 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     # the printed config is a config file that gives back the same run
     config_part = out.split("\n\n")[0]
     values = tomllib.loads(config_part)
-    # (with what a job sizes from the molecule: H2 takes 1500 steps and STO-6G)
-    sized = dict(steps=1500, basis="sto-6g")
+    # (with what a job sizes from the molecule: H2 takes 1500 steps, STO-6G, clips at 5)
+    sized = dict(steps=1500, basis="sto-6g", clip_scale=5.0)
     expected = make_config(system="H2", layers=((8, 4),), walkers=64, **sized)
     assert config_lib.from_dict(values) == expected
 

@@ -110,6 +110,7 @@ UNSET = {
     "walkers": sizing.describe(),
     "steps": sizing.describe_steps(),
     "basis": sizing.describe_basis(),
+    "clip_scale": f"{sizing.CLIP_SCALE:g}; {sizing.ECP_CLIP_SCALE:g} with --ecp",
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",

@@ -1,5 +1,5 @@
-"""Defaults that scale with the molecule: how many walkers a step samples, and how many
-steps a run takes.
+"""Defaults that scale with the molecule: how many walkers a step samples, how many
+steps a run takes, and how far training clips the local energies.
 
 A config leaves ``walkers`` unset (None) unless the user gives it; a job sizes it from the
 molecule before anything runs (``sized``), and the run's config.json, its checkpoints'
@@ -30,6 +30,15 @@ A crystal takes twice a molecule's steps: LiH in its rocksalt cell was 7-10 mHa 
 CCSD(T) estimate after 1500 steps and within 2 mHa of it after 3000, two seeds, its
 local energy's variance still falling (docs/periodic.md).
 
+Clipping: training clips the local energies at CLIP_SCALE mean absolute deviations from
+their median, and with an effective core potential at ECP_CLIP_SCALE, hardly at all. A
+network's valence orbitals are small and poorly fitted near an ECP nucleus (the ccECPs
+repel valence electrons from the core), and the few walkers there carry local energies
+tens of Hartree off, which clipping at 5 hides from the gradient: Al with ccECP ended 5.0
+mHa above its reference with it, and the walkers near the nucleus stayed wrong (a spurious
+node of the 3s electron's orbital 0.1 bohr from it); C with ccECP +0.7 mHa against +0.3
+(docs/ecp.md, "Clipping").
+
 Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
 ECP atom on its ECP's own basis, ``psijax.system.ecp.basis_for``); several states
 (``--states K``) pretrain on the K lowest configurations of a basis with diffuse functions,
@@ -55,6 +64,9 @@ STEPS_BY_ELECTRONS: tuple[tuple[float, int], ...] = ((4, 1500), (float("inf"), 3
 STEPS_BY_CHARGE: tuple[tuple[float, int], ...] = ((3, 1500), (float("inf"), 3000))
 CRYSTAL_STEPS = 2  # a crystal's steps over a molecule's of as many electrons
 STATES_BASIS = "aug-cc-pvdz"  # pretraining basis of several states, all-electron
+# Mean absolute deviations from the median at which training clips the local energies
+CLIP_SCALE = 5.0
+ECP_CLIP_SCALE = 100.0  # any atom with an effective core potential
 
 
 def walkers_for(molecule: Molecule) -> int:
@@ -64,6 +76,11 @@ def walkers_for(molecule: Molecule) -> int:
         return ECP_WALKERS
     heaviest = max(molecule.charges, default=0.0)
     return next(n for charge, n in WALKERS_BY_CHARGE if heaviest <= charge)
+
+
+def clip_scale_for(molecule: Molecule) -> float:
+    """The local energies' clipping in training for ``molecule`` (module docstring)."""
+    return ECP_CLIP_SCALE if molecule.ecp else CLIP_SCALE
 
 
 def steps_for(molecule: Molecule, states: int = 1) -> int:
@@ -87,6 +104,8 @@ def sized(config: Config, molecule: Molecule) -> Config:
     starts as the plane-wave determinant (``psijax.ansatz.periodic``)."""
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule, config.states) if config.steps is None else config.steps
+    clip = clip_scale_for(molecule) if config.clip_scale is None else config.clip_scale
+    config = dataclasses.replace(config, clip_scale=clip)
     if molecule.lattice is not None and not molecule.n_atoms:
         if config.pretrain_steps not in (0, FIELDS["pretrain_steps"].default):
             raise InputError(

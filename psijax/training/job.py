@@ -327,8 +327,11 @@ def _header(job: _Job, parts: _Parts) -> str:
 
 
 def step_config(config: config_lib.Config) -> StepConfig:
+    """The step's settings; a config that no job sized clips as an all-electron run does
+    (None would mean no clipping to the step)."""
+    clip = sizing.CLIP_SCALE if config.clip_scale is None else config.clip_scale
     return StepConfig(
-        clip_scale=config.clip_scale,
+        clip_scale=clip,
         chunk_size=config.chunk_size,
         jacobian_blocks=config.jacobian_blocks,
     )
