@@ -37,7 +37,8 @@ def losses_for(atoms: str, spin: int, ecp: str | None, walkers: int, fit: int, s
     keys = jax.random.split(jax.random.PRNGKey(0), 5)
     params = net.init(keys[0], jnp.float32)
     initial = sampling.init_walkers(keys[1], molecule, walkers)
-    saved, pretrain.FIT_WALKERS = pretrain.FIT_WALKERS, fit
+    saved = pretrain.fit_walkers_for
+    pretrain.fit_walkers_for = lambda _: fit
     try:
         t0 = time.perf_counter()
         _, _, losses = pretrain.pretrain(
@@ -46,7 +47,7 @@ def losses_for(atoms: str, spin: int, ecp: str | None, walkers: int, fit: int, s
         )  # fmt: skip
         return np.asarray(losses), time.perf_counter() - t0
     finally:
-        pretrain.FIT_WALKERS = saved
+        pretrain.fit_walkers_for = saved
 
 
 def main() -> None:

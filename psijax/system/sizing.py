@@ -35,9 +35,9 @@ their median, and with an effective core potential at ECP_CLIP_SCALE, hardly at 
 network's valence orbitals are small and poorly fitted near an ECP nucleus (the ccECPs
 repel valence electrons from the core), and the few walkers there carry local energies
 tens of Hartree off, which clipping at 5 hides from the gradient: Al with ccECP ended 5.0
-mHa above its reference with it, and the walkers near the nucleus stayed wrong (a spurious
-node of the 3s electron's orbital 0.1 bohr from it); C with ccECP +0.7 mHa against +0.3
-(docs/ecp.md, "Clipping").
+mHa above its reference at 5 and 0.69 mHa at 100 (same seed; along a line through the
+nucleus its local energy was 1-5 Ha off at 0.4-0.5 bohr at 5, within 0.2 Ha at 100), C
+with ccECP +0.7 mHa against +0.3 (docs/ecp.md, "Clipping").
 
 Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
 ECP atom on its ECP's own basis, ``psijax.system.ecp.basis_for``); several states

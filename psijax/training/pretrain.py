@@ -98,28 +98,35 @@ def _fitted(net: MolecularAnsatz, params: Params, h, r_ae, up: Array, down: Arra
 
 
 def fit_and_gradient(
-    net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, down: Array, sharding
+    net: MolecularAnsatz,
+    params: Params,
+    walkers: Walkers,
+    up: Array,
+    down: Array,
+    sharding,
+    fit_walkers: int | None = None,
 ) -> tuple[Params, Array, Params]:
     """One pretraining step's fit and loss: (``params`` with the head fitted, the loss
     there, its gradient in every parameter).
 
-    The head's inputs (features and distances) do not depend on the head: the loss is
-    taken from them, and its gradient reaches the features through their pullback. The fit
-    sees the first ``FIT_WALKERS`` walkers. On one device it takes the loss's inputs, one
-    evaluation of the network for both; on several, their walkers are gathered on every
-    device and their inputs computed there, so that every device fits alike and as one
-    device does (inputs computed apart on each device's share differ in the last bits,
-    which the fit amplifies).
+    The head's inputs (features and distances) do not depend on the head: the loss is taken
+    from them, and its gradient reaches the features through their pullback. The fit sees
+    the first ``fit_walkers`` walkers (``fit_walkers_for``; None: ``FIT_WALKERS``). On one
+    device it takes the loss's inputs, one evaluation of the network for both; on several,
+    their walkers are gathered on every device and their inputs computed there, so that
+    every device fits alike and as one device does (inputs computed apart on each device's
+    share differ in the last bits, which the fit amplifies).
     """
+    fit_walkers = FIT_WALKERS if fit_walkers is None else fit_walkers
     with precision.scope(net.matmul_precision):  # as net.orbitals traces its products
         inputs = lambda p: map_walkers(net.head_inputs, p, walkers)
         (h, r_ae), pullback = jax.vjp(inputs, params)
         if len(sharding.device_set) == 1:  # (an Explicit mesh still types them as split)
             shared = on_every_device((h, r_ae, up, down), sharding)
-            params = _fitted(net, params, *(jax.lax.stop_gradient(x[:FIT_WALKERS]) for x in shared))
+            params = _fitted(net, params, *(jax.lax.stop_gradient(x[:fit_walkers]) for x in shared))
         else:
             gathered = on_every_device((walkers, up, down), sharding)
-            params = fit_head(net, params, *(x[:FIT_WALKERS] for x in gathered))
+            params = fit_head(net, params, *(x[:fit_walkers] for x in gathered))
 
         def loss_of(head: Params, h: Array, r_ae: Array) -> Array:
             orbitals = jax.vmap(net.head.orbitals, (None, 0, 0))(head, h, r_ae)
@@ -194,14 +201,16 @@ RIDGE = 3e-3
 # over walkers then add in the same order on any number of devices (split over devices,
 # their order changed the fitted weights by 5e-5 relative: rounding amplified by the
 # least-squares problem's condition), and its cost is bounded at any number of walkers.
-# The loss's gradient takes the fitted head as fixed, which is its true gradient only where
-# the head is fitted to the loss's own walkers (the fit is then optimal for that loss): so
-# every walker of a default run (at most 1024) is fitted. Fitted to 256 of 1024, the head
-# overfitted them and the loss over all stalled 10-300x higher (C all-electron, S, Cl
-# with ccECP) or diverged after 325 steps (Al with ccECP, both seeds: training then began
-# near 0 Ha instead of Hartree-Fock's -1.88 and ended 52 mHa above the exact energy;
-# docs/benchmarks.md, "Pretraining's fit").
-FIT_WALKERS = 1024
+FIT_WALKERS = 256
+# With an ECP, ECP_FIT_WALKERS: every walker of a default run. The loss's gradient takes
+# the fitted head as fixed, its true gradient only where the head is fitted to the loss's
+# own walkers; fitted to 256 of 1024, Al with ccECP diverged after 325 steps on both seeds
+# (training then began near 0 Ha instead of Hartree-Fock's -1.88 and ended 52 mHa above
+# its reference) and S and Cl stalled 100-150x higher. All-electron runs keep 256: fitted to
+# all 512 of Be's walkers, the loss ended 4x lower, but the trainings began nearer STO-6G's
+# Hartree-Fock energy and ended 0.4-1.0 mHa higher on three seeds (docs/benchmarks.md,
+# "Pretraining's fit").
+ECP_FIT_WALKERS = 1024
 # The slowest initial envelope decay (1/bohr), for orbitals of energy near or above zero.
 DECAY_FLOOR = 0.5
 
@@ -244,6 +253,7 @@ def _make_chunk(
     targets: Callable[[Walkers], tuple[Array, Array]],
     sampler: Sampler,
     sharding: jax.sharding.Sharding,
+    fit_walkers: int,
 ) -> Callable[..., tuple[Params, optax.OptState, Walkers, Any, Array]]:
     """Jitted: steps ``start .. start + count - 1`` (count <= CHUNK) of fit and move.
 
@@ -259,7 +269,9 @@ def _make_chunk(
             params, opt_state, walkers, sampler_state, losses, norms = carry
             up, down = targets(walkers, coefficients)
             if fits_head(net):
-                params, loss, grads = fit_and_gradient(net, params, walkers, up, down, sharding)
+                params, loss, grads = fit_and_gradient(
+                    net, params, walkers, up, down, sharding, fit_walkers
+                )
             else:
                 loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
                     net, params, walkers, up, down
@@ -341,7 +353,7 @@ def pretrain(
     targets, coefficients = hf_orbital_basis(hf)
     if targets_of is not None:
         targets = targets_of(targets)
-    run = _make_chunk(net, optimizer, targets, sampler, sharding)
+    run = _make_chunk(net, optimizer, targets, sampler, sharding, fit_walkers_for(molecule))
     coefficients = _replicate(
         jax.tree.map(lambda c: np.asarray(c, walkers.dtype), coefficients), sharding
     )
@@ -373,6 +385,11 @@ def pretrain(
         if on_chunk is not None:
             on_chunk(start)
     return params, walkers, np.concatenate(losses)
+
+
+def fit_walkers_for(molecule: Molecule) -> int:
+    """How many walkers the head is fitted to (``FIT_WALKERS``, ``ECP_FIT_WALKERS``)."""
+    return ECP_FIT_WALKERS if molecule.ecp else FIT_WALKERS
 
 
 def extends(steps: int, max_steps: int | None) -> bool:
