@@ -98,14 +98,9 @@ def _fitted(net: MolecularAnsatz, params: Params, h, r_ae, up: Array, down: Arra
 
 
 def fit_and_gradient(
-    net: MolecularAnsatz,
-    params: Params,
-    walkers: Walkers,
-    up: Array,
-    down: Array,
-    sharding,
+    net: MolecularAnsatz, params: Params, walkers: Walkers, up: Array, down: Array, sharding,
     fit_walkers: int | None = None,
-) -> tuple[Params, Array, Params]:
+) -> tuple[Params, Array, Params]:  # fmt: skip
     """One pretraining step's fit and loss: (``params`` with the head fitted, the loss
     there, its gradient in every parameter).
 
@@ -269,9 +264,8 @@ def _make_chunk(
             params, opt_state, walkers, sampler_state, losses, norms = carry
             up, down = targets(walkers, coefficients)
             if fits_head(net):
-                params, loss, grads = fit_and_gradient(
-                    net, params, walkers, up, down, sharding, fit_walkers
-                )
+                fitted = fit_and_gradient(net, params, walkers, up, down, sharding, fit_walkers)
+                params, loss, grads = fitted
             else:
                 loss, grads = jax.value_and_grad(pretrain_loss, argnums=1)(
                     net, params, walkers, up, down
