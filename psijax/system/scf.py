@@ -82,7 +82,7 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
 
     mol = molecule.to_pyscf(basis)
     mol.verbose = 0
-    mf = scf.UHF(mol) if molecule.lattice is None else _periodic_uhf(mol)
+    mf = _without_chkfile(scf.UHF(mol) if molecule.lattice is None else _periodic_uhf(mol))
     mf.init_guess = "minao"
     mf.max_cycle = max_cycle
     energy = float(mf.kernel())
@@ -141,7 +141,7 @@ def relaxed(hf: HartreeFock, spin: int, occupied: int, virtual: int) -> HartreeF
         coeffs.append(np.concatenate([c_occ, spectrum.virtual_coeff], axis=1))
         occupations.append(occ)
     start, occupied_start = np.array(coeffs), np.array(occupations)
-    mf = scf.addons.mom_occ(scf.UHF(mol), start, occupied_start)
+    mf = scf.addons.mom_occ(_without_chkfile(scf.UHF(mol)), start, occupied_start)
     mf.verbose, mf.max_cycle = 0, 100
     energy = float(mf.kernel(mf.make_rdm1(start, occupied_start)))
     if not mf.converged:
@@ -158,6 +158,18 @@ def relaxed(hf: HartreeFock, spin: int, occupied: int, virtual: int) -> HartreeF
         virt = canonical_orbitals(c_new[:, ~taken], e_new[~taken])
         spectra.append(Spectrum(e_new[taken], e_new[~taken], virt))
     return HartreeFock(mol, kept[0], kept[1], energy, True, tuple(spectra))
+
+
+def _without_chkfile(mf: Any) -> Any:
+    """``mf`` writing no checkpoint file: pyscf opens a temporary one per SCF object, which
+    psijax never reads, and a garbage collector that finalizes it before its wrapper warns
+    of an unclosed file (an error under pytest's warnings as errors)."""
+    chkfile = getattr(mf, "_chkfile", None)
+    if chkfile is not None:
+        chkfile.close()
+        mf._chkfile = None
+    mf.chkfile = None
+    return mf
 
 
 def _periodic_uhf(cell: Any) -> Any:
