@@ -36,7 +36,7 @@ network's valence orbitals are small and poorly fitted near an ECP nucleus (the 
 repel valence electrons from the core), and the few walkers there carry local energies
 tens of Hartree off, which clipping at 5 hides from the gradient: Al with ccECP ended 5.0
 mHa above its reference at 5 and 0.69 mHa at 100 (same seed; along a line through the
-nucleus its local energy was 1-5 Ha off at 0.4-0.5 bohr at 5, within 0.2 Ha at 100), C
+nucleus its local energy was 3-5 Ha off at 0.4-0.5 bohr at 5, within 0.2 Ha at 100), C
 with ccECP +0.7 mHa against +0.3 (docs/ecp.md, "Clipping").
 
 Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
