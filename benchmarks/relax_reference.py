@@ -2,6 +2,7 @@
 with (for two electrons CCSD(T) is full CI).
 
     python benchmarks/relax_reference.py [--molecule H2O] [--basis cc-pvtz] [--ecp NAME]
+                                         [--around X1,X2]
 
 Minimises the CCSD(T) energy (every electron correlated unless an ECP removes the core)
 over the molecule's internal coordinates by scipy's Nelder-Mead (to 1e-5 in each) and
@@ -10,6 +11,14 @@ prints them with the energy, pyscf's version and the wall time. Molecules:
 - ``H2O`` (or any ``AH2`` by ``--atom``): the A-H length (angstrom) and the H-A-H angle
   (degrees), C2v;
 - ``H3+``: the side (bohr) of the equilateral triangle.
+
+``--ecp NAME`` puts the ECP on the atoms it has a core for, as ``psijax --ecp NAME`` does
+(H stays all-electron), with the ECP's own basis of the same cardinal number there
+(``cc-pvtz`` -> ``ccecp-cc-pvtz``).
+
+``--around`` (a larger basis, from a smaller basis's minimum) instead takes one Newton step
+from a quadratic through energies at the point and at displacements of the first simplex's
+steps (1 + 2n + n(n-1)/2 energies for n coordinates): a few energies instead of a search.
 """
 
 from __future__ import annotations
@@ -41,11 +50,43 @@ MOLECULES = {
 }
 
 
+def _with_ecp(geometry: str, basis: str, ecp: str | None) -> tuple[dict, dict]:
+    """Per element, the basis and the ECP: the ECP only where it removes a core."""
+    from pyscf.gto import basis as tables
+
+    symbols = {item.split()[0] for item in geometry.split(";")}
+    cored = {s for s in symbols if ecp and tables.load_ecp(ecp, s) and tables.load_ecp(ecp, s)[0]}
+    return ({s: f"{ecp}-{basis}" if s in cored else basis for s in symbols},
+            {s: ecp for s in cored})  # fmt: skip
+
+
 def energy(geometry: str, charge: int, unit: str, basis: str, ecp: str | None) -> float:
-    mol = gto.M(atom=geometry, charge=charge, unit=unit, basis=basis, ecp=ecp or {}, verbose=0)
+    bases, ecps = _with_ecp(geometry, basis, ecp)
+    mol = gto.M(atom=geometry, charge=charge, unit=unit, basis=bases, ecp=ecps, verbose=0)
     mean_field = scf.RHF(mol).run(conv_tol=1e-11)
     coupled = cc.CCSD(mean_field).run(conv_tol=1e-9)
     return float(coupled.e_tot + coupled.ccsd_t())
+
+
+def newton(fun, x0: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """The minimum of the quadratic through ``fun`` at ``x0`` and at displacements by
+    ``steps`` (central differences; one corner per pair for the mixed terms), its
+    predicted value and the number of energies."""
+    n = len(x0)
+    unit = np.eye(n) * steps
+    e0 = fun(x0)
+    plus = [fun(x0 + unit[i]) for i in range(n)]
+    minus = [fun(x0 - unit[i]) for i in range(n)]
+    gradient = np.array([(plus[i] - minus[i]) / (2 * steps[i]) for i in range(n)])
+    hessian = np.diag([(plus[i] - 2 * e0 + minus[i]) / steps[i] ** 2 for i in range(n)])
+    for i in range(n):
+        for j in range(i + 1, n):
+            corner = fun(x0 + unit[i] + unit[j])
+            hessian[i, j] = hessian[j, i] = (corner - plus[i] - plus[j] + e0) / (
+                steps[i] * steps[j]
+            )
+    move = -np.linalg.solve(hessian, gradient)
+    return x0 + move, float(e0 + gradient @ move / 2), 1 + 2 * n + n * (n - 1) // 2
 
 
 def main() -> None:
@@ -54,22 +95,30 @@ def main() -> None:
     parser.add_argument("--atom", default="O")
     parser.add_argument("--basis", default="cc-pvtz")
     parser.add_argument("--ecp", default=None)
+    parser.add_argument("--around", default=None, help="X1,X2: one Newton step from there")
     args = parser.parse_args()
     started = time.perf_counter()
     key = "H3+" if args.molecule == "H3+" else "AH2"
     build, charge, unit, x0, steps = MOLECULES[key]
     geometry = (lambda x: build(args.atom, *x)) if key == "AH2" else (lambda x: build(*x))
-    simplex = [x0] + [list(np.add(x0, np.eye(len(x0))[i] * steps[i])) for i in range(len(x0))]
-    found = minimize(
-        lambda x: energy(geometry(x), charge, unit, args.basis, args.ecp), x0,
-        method="Nelder-Mead",
-        options={"xatol": 1e-5, "fatol": 1e-10, "initial_simplex": simplex},
-    )  # fmt: skip
+
+    def fun(x):
+        return energy(geometry(x), charge, unit, args.basis, args.ecp)
+
+    if args.around:
+        start = np.array([float(v) for v in args.around.split(",")])
+        x, value, count = newton(fun, start, np.asarray(steps, float))
+        how = f"one Newton step from {args.around}"
+    else:
+        simplex = [x0] + [list(np.add(x0, np.eye(len(x0))[i] * steps[i])) for i in range(len(x0))]
+        options = {"xatol": 1e-5, "fatol": 1e-10, "initial_simplex": simplex}
+        found = minimize(fun, x0, method="Nelder-Mead", options=options)
+        x, value, count, how = found.x, found.fun, found.nfev, "Nelder-Mead"
     method = f"CCSD(T)/{args.basis}" + (f" {args.ecp}" if args.ecp else "")
-    print(f"# pyscf {pyscf.__version__}, {method}, {time.perf_counter() - started:.0f} s")
-    values = ", ".join(f"{v:.5f}" for v in found.x)
+    print(f"# pyscf {pyscf.__version__}, {method}, {how}, {time.perf_counter() - started:.0f} s")
+    values = ", ".join(f"{v:.5f}" for v in x)
     print(f"{args.molecule}: internal coordinates ({unit}{', degrees' * (key == 'AH2')}) "
-          f"{values}; E = {found.fun:.8f} Ha ({found.nfev} energies)")  # fmt: skip
+          f"{values}; E = {value:.8f} Ha ({count} energies)")  # fmt: skip
 
 
 if __name__ == "__main__":
