@@ -15,7 +15,7 @@ import pytest
 
 from psijax import curves
 from psijax.cli.main import main
-from psijax.curves import geometry, model_hessian
+from psijax.curves import geometry, model_hessian, structure
 from psijax.curves.relax import RelaxSettings
 from psijax.errors import InputError
 from psijax.system import parse
@@ -137,6 +137,31 @@ def test_zero_within_errors():
     assert not f(small, np.full((2, 3), 0.0004)).zero_within_errors(1e-3)  # 2.5 bars off
     assert not f(small, np.full((2, 3), 0.002)).zero_within_errors(1e-3)  # bars too wide
     assert f(small, np.full((2, 3), 0.0002)).clearly_nonzero()
+
+
+def test_structure_names_bonds_and_angles():
+    a = WATER_ANGLE
+    x = np.array([[0, 0, 0], [1.81, 0, 0], [1.81 * np.cos(a), 1.81 * np.sin(a), 0]])
+    values = structure.coordinates(["O", "H", "H"], x)
+    assert list(values) == ["O1-H2", "O1-H3", "H2-O1-H3"]  # H-H is no bond
+    assert values["O1-H2"] == pytest.approx(1.81 / model_hessian.BOHR_PER_ANGSTROM)
+    assert values["H2-O1-H3"] == pytest.approx(104.5)
+
+
+def test_structure_error_bars_follow_from_the_forces_and_the_curvature():
+    """H2 with the model Hessian alone: the bond's curvature is 2k + FLOOR along the
+    normalised stretch, so a force error sigma per component puts the minimum's bond length
+    sqrt(2) sigma / (2k + FLOOR) bohr either way; the value is the last geometry's."""
+    x = np.array([[0, 0, 0], [0, 0, 1.4]])
+    sigma = 1e-3
+    forces = geometry.Forces(x, np.zeros((2, 3)), np.full((2, 3), sigma))
+    ((name, (value, error)),) = structure.with_errors([forces], ["H", "H"]).items()
+    k = model_hessian.stretch_constant("H", "H", 1.4)
+    expected = np.sqrt(2) * sigma / (2 * k + model_hessian.FLOOR)
+    assert name == "H1-H2" and value == pytest.approx(1.4 / model_hessian.BOHR_PER_ANGSTROM)
+    assert error * model_hessian.BOHR_PER_ANGSTROM == pytest.approx(expected, rel=0.05)
+    wider = dataclasses.replace(forces, errors=forces.errors * 3)
+    assert structure.with_errors([wider], ["H", "H"])["H1-H2"][1] == pytest.approx(3 * error)
 
 
 # --- the relaxation's cycles, with stand-in training and evaluation -------------------------
@@ -276,6 +301,7 @@ def test_relax_command_runs_and_resumes(tmp_path, capsys):
     code = main(argv)
     printed = capsys.readouterr().out
     assert code in (0, 1) and "final.xyz" in printed
+    assert "structure   H1-H2 " in printed and " A" in printed  # the bond with its error bar
     assert sorted(p.name for p in out.glob("cycle-*")) in (["cycle-00"], ["cycle-00", "cycle-01"])
     for name in ("relax.csv", "trajectory.xyz", "relax.png", "final.xyz", "relax.json"):
         assert (out / name).is_file(), name

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from psijax import curves
+    from psijax.curves import structure
     from psijax.curves.relax import RelaxSettings
     from psijax.rundir import train_files
     from psijax.training.job import make_config
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "their error bars; the same command with a larger --max-cycles continues"
         )
     print(f"geometry    {result.out}/final.xyz: {result.molecule.atom_string()} (bohr)")
+    print(f"structure   {structure.describe(result.structure)}")
     print(f"energy      {result.energy} Ha at the last geometry")
     print(f"relaxation  {len(result.cycles)} cycles, {result.steps} steps, "
           f"{result.seconds:.0f} s")  # fmt: skip

@@ -36,7 +36,7 @@ import numpy as np
 
 from psijax import config as config_lib
 from psijax import registry, system
-from psijax.curves import geometry, points
+from psijax.curves import geometry, points, structure
 from psijax.curves.claim import claim, write_rows
 from psijax.curves.points import ANGSTROM
 from psijax.errors import InputError
@@ -111,6 +111,13 @@ class RelaxResult:
     @property
     def steps(self) -> int:
         return sum(c.train_steps + c.eval_steps for c in self.cycles)
+
+    @property
+    def structure(self) -> dict[str, tuple[float, float]]:
+        """The last geometry's bond lengths (angstrom) and angles (degrees), each with its
+        error bar (``psijax.curves.structure``)."""
+        history = [c.forces for c in self.cycles]
+        return structure.with_errors(history, self.molecule.symbols)
 
     @property
     def seconds(self) -> float:
