@@ -230,3 +230,31 @@ def test_sigterm_stops_an_evaluation_with_a_checkpoint_and_the_resume_goes_on(tm
     resumed = run_cli("evaluate", run, "--resume", "--steps", str(step + 2), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert [int(r["step"]) for r in metrics(run / "eval")] == list(range(step + 2))
+
+
+def test_a_walker_with_one_nonfinite_value_is_left_out_of_every_mean():
+    """A force (or any column) that is nan at one walker whose energy is finite would make
+    the step's mean nan and lose the step: that walker drops out of every column alike."""
+    import jax.numpy as jnp
+
+    from psijax import parallel, sampling
+    from psijax.evaluation import step as eval_step
+
+    log_abs = lambda params, r: -jnp.sum(r**2)
+
+    def local_values(params, r):
+        x = jnp.sum(r)
+        return {"energy": x, "other": jnp.where(x > 0, jnp.nan, x * 2)}
+
+    mesh = parallel.make_mesh(1)
+    sampler = sampling.Metropolis()
+    walkers = np.linspace(-1, 1, 8 * 3, dtype=np.float32).reshape(8, 1, 3)
+    state = eval_step.initial_state(log_abs, {}, walkers, sampler.init(), 8, 0, mesh)
+    step = eval_step.make_eval_step(log_abs, local_values, sampler, mesh, None,
+                                    lambda means, n: means)  # fmt: skip
+    _, metrics = step({}, state)
+    energy = np.asarray(metrics["local_energy"])
+    kept = energy <= 0
+    assert 0 < kept.sum() < 8 and int(metrics["nonfinite_walkers"]) == (~kept).sum()
+    np.testing.assert_allclose(float(metrics["energy"]), energy[kept].mean(), rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["other"]), 2 * energy[kept].mean(), rtol=1e-5)

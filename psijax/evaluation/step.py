@@ -48,9 +48,9 @@ def make_eval_step(
     """One jitted evaluation step: one round of ``sampler`` moves (a sampler that does not
     adapt), then ``local_values(params, r[, key])`` of every walker (one key per walker when
     ``random``). Returns the new state and the metrics: the walker means of every column
-    (walkers with a non-finite local energy left out and counted; nan, and the step
-    ``rejected``, when none is finite), turned into the step's values by
-    ``combine(means, n)``, the energy's variance, the acceptance, and the per-walker local
+    (walkers with a non-finite local energy or any other non-finite value left out and
+    counted; nan, and the step ``rejected``, when none is finite), turned into the step's
+    values by ``combine(means, n)``, the energy's variance, the acceptance, and the per-walker local
     energies (and ``positions``, if asked for)."""
 
     def step(params: Params, state: EvalState) -> tuple[EvalState, Metrics]:
@@ -69,7 +69,11 @@ def make_eval_step(
         else:
             values = map_walkers(local_values, params, walkers, chunk_size=chunk)
         energy = values["energy"]
+        # a walker counts where every value it gave is finite, so that every column (and
+        # each covariance a ``combine`` forms from two of them) averages the same walkers
         ok = jnp.isfinite(energy)
+        for v in values.values():
+            ok &= jnp.all(jnp.isfinite(v).reshape(v.shape[0], -1), axis=1)
         n_ok = jnp.sum(ok).astype(energy.dtype)
         any_ok = n_ok > 0
 
