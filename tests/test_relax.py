@@ -72,6 +72,28 @@ def test_rigid_modes_and_projection():
     np.testing.assert_allclose(p @ f, f, atol=1e-8)
 
 
+def test_a_noisy_atoms_force_comes_from_the_others_by_translation_invariance():
+    """The forces sum to zero; with atom 0's estimator 30x noisier than the others' (an
+    ECP atom beside hydrogens), the projection takes atom 0's force from theirs: the
+    internal forces stay unbiased and their error bars shrink several-fold against the
+    plain orthogonal projection; with equal noise it is that projection."""
+    rng = np.random.default_rng(3)
+    x = np.array([[0, 0, 0], [2.1, 0.1, 0], [-0.2, 1.6, 0.2]])
+    exact = forces_of(water, x)
+    scale = np.array([30.0, 1.0, 1.0])[None, :, None] * 0.01
+    steps = exact + rng.normal(size=(2000, 3, 3)) * scale
+    weighted = geometry.project(x, steps)
+    p = geometry.projector(x)
+    plain = steps.reshape(2000, -1) @ p
+    plain_errors = plain.std(axis=0) / np.sqrt(2000)
+    assert np.all(np.abs(weighted.values - exact) <= 4 * weighted.errors + 1e-12)
+    assert np.max(weighted.errors) < np.max(plain_errors) / 5
+    even = exact + rng.normal(size=(2000, 3, 3)) * 0.01
+    np.testing.assert_allclose(
+        geometry.project(x, even).values.reshape(-1), even.mean(0).reshape(-1) @ p, atol=1e-3
+    )
+
+
 def test_model_hessian_steps_a_stretched_bond_near_its_minimum():
     """Schlegel's anharmonic stretch constant: one Newton step with the forces psijax
     measures on H2 at 1.0 and 2.0 bohr (0.321 and -0.090 Ha/bohr along the bond, pushing

@@ -96,9 +96,26 @@ def internal_dimension(coords: np.ndarray) -> int:
 
 def project(coords: np.ndarray, series: np.ndarray) -> Forces:
     """``series [steps, atoms, 3]``: one force per evaluation step (walker means) -> the
-    mean projected forces with blocking error bars per component."""
+    mean projected forces with blocking error bars per component.
+
+    The forces on all nuclei sum to zero in expectation (psi depends on the electrons'
+    positions relative to the nuclei, so moving every nucleus and electron alike changes
+    no energy), and the estimators of different atoms are not equally noisy: an atom with
+    an ECP, or a heavy one, carries many times the variance of a hydrogen. Per Cartesian
+    direction each step's sum is therefore taken out of the atoms in proportion to the
+    variance of their forces over the steps (the best linear unbiased estimate under that
+    constraint for independent atoms): equal variances give the plain projection, and an
+    atom far noisier than the rest is estimated as minus the sum of their forces. The
+    rotations are then projected out orthogonally."""
     p = projector(coords)
-    steps = np.asarray(series, np.float64).reshape(len(series), -1) @ p
+    steps = np.asarray(series, np.float64)
+    if len(steps) > 1 and steps.shape[1] > 1:
+        variance = steps.var(axis=0)  # [atoms, 3]
+        total = variance.sum(axis=0)
+        share = np.where(total > 0, variance / np.where(total > 0, total, 1.0),
+                         1.0 / steps.shape[1])  # fmt: skip
+        steps = steps - share * steps.sum(axis=1, keepdims=True)
+    steps = steps.reshape(len(steps), -1) @ p
     estimates = [blocking_estimate(steps[:, i]) for i in range(steps.shape[1])]
     shape = np.asarray(coords).shape
     values = np.array([e.mean for e in estimates]).reshape(shape)
