@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
             "their error bars; the same command with a larger --max-cycles continues"
         )
     print(f"geometry    {result.out}/final.xyz: {result.molecule.atom_string()} (bohr)")
-    print(f"structure   {structure.describe(result.structure)}")
+    moving = "" if result.converged else " (the last geometry; the forces have not vanished)"
+    print(f"structure   {structure.describe(result.structure)}{moving}")
     print(f"energy      {result.energy} Ha at the last geometry")
     print(f"relaxation  {len(result.cycles)} cycles, {result.steps} steps, "
           f"{result.seconds:.0f} s")  # fmt: skip
