@@ -52,7 +52,7 @@ class Config:
     ecp: str | None = None  # effective core potentials: "ccecp", or "Cl:ccecp Na:ccecp"
     ecp_quadrature: int = 12  # points of the nonlocal ECP term's quadrature on the sphere
     ecp_neighbours: int | None = None  # electrons each ECP nucleus moves; None: by geometry
-    ecp_soft_core: float = 0.2  # bohr: the networks' distances to ECP nuclei are softened
+    ecp_soft_core: float | None = None  # bohr: distances to ECP nuclei softened; None: sized
     basis: str | None = None  # Hartree-Fock pretraining; None: sized (psijax.system.sizing)
     # a run directory whose wavefunction starts this run instead of pretraining (the same
     # network and atoms, the nuclei moved: psijax.training.warm)
@@ -163,7 +163,7 @@ class Config:
                 f"ecp_quadrature={self.ecp_quadrature} has no rule; use one of "
                 f"{', '.join(map(str, ECP_QUADRATURES))} (points on the sphere)"
             )
-        if not self.ecp_soft_core >= 0:
+        if self.ecp_soft_core is not None and not self.ecp_soft_core >= 0:
             raise InputError(
                 f"ecp_soft_core={self.ecp_soft_core} must be >= 0; give the softening of the "
                 "distances to ECP nuclei in bohr (0: none)"

@@ -165,8 +165,9 @@ def test_dry_run_prints_the_job_and_writes_nothing(tmp_path, capsys, monkeypatch
     # the printed config is a config file that gives back the same run
     config_part = out.split("\n\n")[0]
     values = tomllib.loads(config_part)
-    # (with what a job sizes from the molecule: H2 takes 1500 steps, STO-6G, clips at 5)
-    sized = dict(steps=1500, basis="sto-6g", clip_scale=5.0)
+    # (with what a job sizes from the molecule: H2 takes 1500 steps, STO-6G, clips at 5;
+    # the ECP softening is moot without ECPs and takes its smallest value)
+    sized = dict(steps=1500, basis="sto-6g", clip_scale=5.0, ecp_soft_core=0.2)
     expected = make_config(system="H2", layers=((8, 4),), walkers=64, **sized)
     assert config_lib.from_dict(values) == expected
 

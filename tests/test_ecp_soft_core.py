@@ -16,6 +16,7 @@ from psijax import config as config_lib
 from psijax import laplacian, registry, system
 from psijax.ansatz.base import soft_core_of
 from psijax.config import Config
+from psijax.system import sizing
 
 
 def test_only_atoms_with_an_ecp_core_are_softened():
@@ -26,6 +27,25 @@ def test_only_atoms_with_an_ecp_core_are_softened():
     assert soft_core_of(system.resolve("LiH"), Config()) == ()
     assert soft_core_of(lih, dataclasses.replace(config, ecp_soft_core=0.0)) == ()
     assert registry.ansatz(lih, config).soft_core == (0.2, 0.0)
+
+
+@pytest.mark.parametrize(
+    "atoms, spin, softening",
+    [("C 0 0 0", 2, 0.2), ("Al 0 0 0", 1, 0.5), ("Cl 0 0 0", 1, 0.5),
+     ("Li 0 0 0; H 0 0 3.015", 0, 0.2), ("Na 0 0 0; Cl 0 0 4.5", 0, 0.5)],
+)  # fmt: skip
+def test_the_softening_is_sized_by_the_largest_ecp_core(atoms, spin, softening):
+    """0.2 bohr around a helium core, 0.5 around a neon core or larger (the largest core of
+    the molecule's ECPs sets it); a given value is kept and saved like any sized field."""
+    molecule = system.resolve(atoms, spin=spin, ecp="ccecp")
+    config = Config(system=atoms, spin=spin, ecp="ccecp")
+    assert sizing.sized(config, molecule).ecp_soft_core == softening
+    assert soft_core_of(molecule, config) == tuple(
+        softening if core else 0.0 for core in molecule.core_electrons
+    )
+    given = dataclasses.replace(config, ecp_soft_core=0.3)
+    assert sizing.sized(given, molecule).ecp_soft_core == 0.3
+    assert registry.ansatz(molecule, given).soft_core[0] == 0.3
 
 
 @pytest.mark.parametrize("ansatz", ["ferminet", "psiformer"])
@@ -62,7 +82,7 @@ def test_a_run_saved_before_the_softening_existed_loads_without_it(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(values))
     old = config_lib.load_saved(tmp_path / "config.json")
     assert old.ecp_soft_core == 0.0
-    assert config_lib.load(tmp_path / "config.json").ecp_soft_core == 0.2
+    assert config_lib.load(tmp_path / "config.json").ecp_soft_core is None  # a user's file: sized
     # its checkpoint's identity (written without the field) is the identity it reads back
     assert "ecp_soft_core" not in config_lib.identity(old)
     assert config_lib.identity(dataclasses.replace(old, ecp_soft_core=0.2))["ecp_soft_core"] == 0.2

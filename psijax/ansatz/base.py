@@ -24,6 +24,7 @@ from psijax import precision
 from psijax.ansatz import jastrow as cusp
 from psijax.ansatz import taps
 from psijax.ansatz.head import OrbitalHead, determinants
+from psijax.system import sizing
 from psijax.types import Array, Normal, Params, Psi
 
 
@@ -178,7 +179,11 @@ def nuclei_of(molecule) -> tuple[tuple[float, float, float], ...]:
 
 
 def soft_core_of(molecule, config) -> tuple[float, ...]:
-    """``config.ecp_soft_core`` for every atom whose core an ECP replaces, 0 for the others;
-    empty when no atom is softened."""
-    soft = tuple(float(config.ecp_soft_core) if core else 0.0 for core in molecule.core_electrons)
+    """``config.ecp_soft_core`` (unset: sized from the molecule, ``psijax.system.sizing``)
+    for every atom whose core an ECP replaces, 0 for the others; empty when no atom is
+    softened."""
+    value = config.ecp_soft_core
+    if value is None:
+        value = sizing.soft_core_for(molecule)
+    soft = tuple(float(value) if core else 0.0 for core in molecule.core_electrons)
     return soft if any(soft) else ()

@@ -111,6 +111,7 @@ UNSET = {
     "steps": sizing.describe_steps(),
     "basis": sizing.describe_basis(),
     "clip_scale": f"{sizing.CLIP_SCALE:g}; {sizing.ECP_CLIP_SCALE:g} with --ecp",
+    "ecp_soft_core": sizing.describe_soft_core(),
     "ecp": "none: all electrons",
     "devices": "all local devices",
     "target_error": "none: run all --steps",

@@ -39,6 +39,14 @@ mHa above its reference at 5 and 0.69 mHa at 100 (same seed; along a line throug
 nucleus its local energy was 3-5 Ha off at 0.4-0.5 bohr at 5, within 0.2 Ha at 100), C
 with ccECP +0.7 mHa against +0.3 (docs/ecp.md, "Clipping").
 
+Softening: the networks' distances to an ECP nucleus are sqrt(r^2 + a^2) (the valence
+wavefunction has no cusp there, ``psijax.ansatz.features``), a by the largest core an ECP
+replaces: 0.2 bohr for a helium core (Li to Ne: LiH with ccECP on Li +0.76 and +0.64 mHa
+at 0.2 against +1.15 at 0.5 and +1.52 and +1.19 unsoftened; C +4.9 mHa against +11.8),
+0.5 for a neon core or larger, whose valence orbitals are small over a wider core (Al,
+seeds 0 and 1: +0.69 and +2.44 mHa at 0.2, +0.93 and +0.68 at 0.5; docs/benchmarks.md,
+"Al with ccECP").
+
 Pretraining basis: a ground state pretrains on STO-6G's Hartree-Fock determinant (an
 ECP atom on its ECP's own basis, ``psijax.system.ecp.basis_for``); several states
 (``--states K``) pretrain on the K lowest configurations of a basis with diffuse functions,
@@ -67,6 +75,9 @@ STATES_BASIS = "aug-cc-pvdz"  # pretraining basis of several states, all-electro
 # Mean absolute deviations from the median at which training clips the local energies
 CLIP_SCALE = 5.0
 ECP_CLIP_SCALE = 100.0  # any atom with an effective core potential
+# The softening (bohr) of the networks' distances to ECP nuclei: by the largest core an ECP
+# replaces, (core electrons up to which, softening)
+SOFT_CORE_BY_CORE: tuple[tuple[float, float], ...] = ((2, 0.2), (float("inf"), 0.5))
 
 
 def walkers_for(molecule: Molecule) -> int:
@@ -81,6 +92,13 @@ def walkers_for(molecule: Molecule) -> int:
 def clip_scale_for(molecule: Molecule) -> float:
     """The local energies' clipping in training for ``molecule`` (module docstring)."""
     return ECP_CLIP_SCALE if molecule.ecp else CLIP_SCALE
+
+
+def soft_core_for(molecule: Molecule) -> float:
+    """The softening of the distances to ``molecule``'s ECP nuclei (module docstring), by
+    the largest core an ECP replaces; the smallest softening without ECPs (where it is moot)."""
+    core = max(molecule.core_electrons, default=0)
+    return next(soft for limit, soft in SOFT_CORE_BY_CORE if core <= limit)
 
 
 def steps_for(molecule: Molecule, states: int = 1) -> int:
@@ -105,7 +123,8 @@ def sized(config: Config, molecule: Molecule) -> Config:
     walkers = walkers_for(molecule) if config.walkers is None else config.walkers
     steps = steps_for(molecule, config.states) if config.steps is None else config.steps
     clip = clip_scale_for(molecule) if config.clip_scale is None else config.clip_scale
-    config = dataclasses.replace(config, clip_scale=clip)
+    soft = soft_core_for(molecule) if config.ecp_soft_core is None else config.ecp_soft_core
+    config = dataclasses.replace(config, clip_scale=clip, ecp_soft_core=soft)
     if molecule.lattice is not None and not molecule.n_atoms:
         if config.pretrain_steps not in (0, FIELDS["pretrain_steps"].default):
             raise InputError(
@@ -136,6 +155,12 @@ def describe_steps() -> str:
         f"{int(STEPS_BY_CHARGE[0][0])}; times K - 1 (at least 1.5) with --states K; twice as "
         "many for a crystal (--lattice)"
     )
+
+
+def describe_soft_core() -> str:
+    """The softening rule in words (``--help``)."""
+    (small, first), (_, second) = SOFT_CORE_BY_CORE
+    return f"{first:g} for ECP cores of up to {int(small)} electrons, {second:g} for larger ones"
 
 
 def describe_basis() -> str:
