@@ -50,8 +50,8 @@ def make_eval_step(
     ``random``). Returns the new state and the metrics: the walker means of every column
     (walkers with a non-finite local energy or any other non-finite value left out and
     counted; nan, and the step ``rejected``, when none is finite), turned into the step's
-    values by ``combine(means, n)``, the energy's variance, the acceptance, and the per-walker local
-    energies (and ``positions``, if asked for)."""
+    values by ``combine(means, n)``, the energy's variance, the acceptance, and the
+    per-walker local energies (and ``positions``, if asked for)."""
 
     def step(params: Params, state: EvalState) -> tuple[EvalState, Metrics]:
         if random:
