@@ -19,8 +19,7 @@ from psijax.errors import InputError
 
 
 def choices() -> dict[str, tuple[str, ...]]:
-    """The choices of the fields that name an implementation: the registry's tables as they
-    are now (an entry added at run time counts)."""
+    """The choices of the fields naming an implementation: the registry's tables as they are."""
     return {
         "ansatz": tuple(registry.ANSATZES),
         "optimizer": tuple(registry.OPTIMIZERS),
@@ -330,7 +329,8 @@ def to_dict(config: Config) -> dict[str, Any]:
 
 
 # The fields a job sizes from the molecule (their default is None), with examples
-_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz", "clip_scale": 5.0}
+_SIZED_EXAMPLES = {"steps": 3000, "walkers": 512, "basis": "cc-pvdz", "clip_scale": 5.0,
+                   "ecp_soft_core": 0.2}  # fmt: skip
 SIZED = frozenset(_SIZED_EXAMPLES)
 
 

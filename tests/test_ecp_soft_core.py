@@ -87,3 +87,12 @@ def test_a_run_saved_before_the_softening_existed_loads_without_it(tmp_path):
     assert "ecp_soft_core" not in config_lib.identity(old)
     assert config_lib.identity(dataclasses.replace(old, ecp_soft_core=0.2))["ecp_soft_core"] == 0.2
     assert "ecp_soft_core" not in config_lib.identity(Config())  # no ECP: it changes nothing
+
+
+def test_a_resume_keeps_the_softening_the_run_was_sized_with():
+    """A run sized before the rule changed (or by another rule) resumes with its own value:
+    an unset softening means "the run's", a different one is refused."""
+    saved = Config(system="Al 0 0 0", spin=1, ecp="ccecp", ecp_soft_core=0.2)
+    assert config_lib.for_resume(saved, {"ecp_soft_core": None}).ecp_soft_core == 0.2
+    with pytest.raises(config_lib.InputError, match="ecp_soft_core cannot change"):
+        config_lib.for_resume(saved, {"ecp_soft_core": 0.5})
