@@ -139,9 +139,9 @@ def test_one_state_spin_matrix_is_the_one_state_estimator():
     local = observables.local_values(
         hamiltonian.molecular(molecule, laplacian.Forward()), psi, observed
     )
-    one = jax.vmap(functools.partial(local, params))(walkers)["s2"]
-    got = jax.vmap(spin_matrix, in_axes=(None, None, 0))(States(base, 1), {"c": params["c"][None]},
-                                                         walkers)  # fmt: skip
+    one = jax.jit(jax.vmap(functools.partial(local, params)))(walkers)["s2"]
+    spins = jax.jit(jax.vmap(functools.partial(spin_matrix, States(base, 1)), in_axes=(None, 0)))
+    got = spins({"c": params["c"][None]}, walkers)
     assert got.shape == (32, 1, 1)
     np.testing.assert_allclose(got[:, 0, 0], one, rtol=1e-10, atol=1e-10)
     assert np.ptp(np.asarray(one)) > 0.1  # not a spin eigenfunction: the check has teeth
