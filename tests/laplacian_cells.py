@@ -54,19 +54,14 @@ GROUPS = [
     if not (batching == "lax.map" and context == "explicit")
 ]
 CELLS = [(op, *group) for group in GROUPS for op in OPERATORS]
-# The bounded selection CI runs on every commit: the gradient (which checks the value too)
-# with vmap and psijax's map_walkers in every context, psijax's chunks (map_walkers/3)
-# where they meet a sharded walker axis (Explicit mesh, shard_map), and the value-only
-# program inside shard_map (11 groups, 43 cells with the dense Hessian left out where it
-# is the reference itself); the user's own lax.map, chunks without sharding, the other
-# value-only programs and the rest run in benchmarks/laplacian_matrix.py.
-SHARDED = ("explicit", "shard_map")
+# The selection CI runs on every commit: the gradient (which checks the value too) in every
+# batching and context, and the value-only program inside shard_map (16 groups, 63 cells
+# with the dense Hessian left out where it is the reference itself); the other value-only
+# programs run in benchmarks/laplacian_matrix.py, with every cell on many networks.
 CI_GROUPS = [
     (batching, context, mode)
     for batching, context, mode in GROUPS
-    if (mode == "grad" and batching in ("vmap", "map_walkers"))
-    or (mode == "grad" and batching == "map_walkers/3" and context in SHARDED)
-    or (mode == "value" and batching == "vmap" and context == "shard_map")
+    if mode == "grad" or (batching == "vmap" and context == "shard_map")
 ]
 # The complex-valued networks' selection in CI (tests/test_laplacian_complex.py): the
 # gradient (which checks the value too) of the user's vmap with no mesh, on an Explicit mesh

@@ -52,7 +52,7 @@ from network_grammar import Network, Spec, draw_spec, seeded_spec, walkers
 
 # The oldest and newest JAX (scripts/compat.sh) run every regression test here and, of the
 # matrix, the gradient through psijax's and the user's batching in the two sharded
-# contexts that break first across releases; the full matrix runs on the JAX of the suite.
+# contexts that break first across releases; every ``CI_GROUPS`` group runs on the suite's JAX.
 COMPAT_GROUPS = {
     (batching, context, "grad")
     for batching in ("vmap", "map_walkers")
