@@ -109,6 +109,20 @@ def test_exact_energy_needs_preset_geometry_charge_and_spin():
     assert system.from_atom_string("F 0 0 0").exact_energy is None
 
 
+def test_an_ecp_atom_has_the_exact_energy_of_its_ecp_in_its_ground_state():
+    """Single neutral atoms with a published estimated-exact energy in their ECP compare with
+    it; an all-electron atom, another spin or charge, a molecule or another table do not."""
+    cl = lambda **kw: system.resolve("Cl 1 2 3", **kw).exact_energy
+    assert cl(spin=1, ecp="ccecp") == -14.9267  # anywhere in space
+    assert cl(spin=3, ecp="ccecp") is None and cl(spin=1) is None
+    assert system.resolve("Cl 0 0 0", charge=-1, spin=0, ecp="ccecp").exact_energy is None
+    assert system.resolve("C 0 0 0", spin=2, ecp="ccecp").exact_energy == -5.4175
+    assert system.resolve("Al 0 0 0", spin=1, ecp="ccecp").exact_energy == -1.937523
+    assert system.resolve("S 0 0 0", spin=2, ecp="ccecp").exact_energy == -10.0974
+    assert system.resolve("S 0 0 0; S 0 0 3.6", ecp="ccecp").exact_energy is None
+    assert system.resolve("O 0 0 0", spin=2, ecp="ccecp").exact_energy is None  # not tabulated
+
+
 def test_angstrom_conversion():
     assert math.isclose(BOHR_PER_ANGSTROM, 1.8897261246, rel_tol=1e-10)
     for unit in ("angstrom", "A", "ang", "Angstrom", "ANG"):

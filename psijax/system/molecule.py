@@ -18,7 +18,7 @@ import numpy as np
 from psijax.errors import InputError
 from psijax.system import ecp as tables
 from psijax.system.elements import Z_OF, symbol_of
-from psijax.system.presets import REFERENCES
+from psijax.system.presets import ECP_REFERENCES, REFERENCES
 
 BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
 MIN_DISTANCE_BOHR = 1e-3
@@ -184,11 +184,15 @@ class Molecule:
 
     @property
     def exact_energy(self) -> float | None:
-        """Reference energy (Hartree) if this is a preset, up to a rigid motion, else None."""
-        if self.ecp or any(
-            z != Z_OF[s.lower()] for s, z in zip(self.symbols, self.charges, strict=True)
-        ):
+        """Reference energy (Hartree) if this is a preset, up to a rigid motion, or a single
+        neutral atom with an ECP that has one in its ground state (``ECP_REFERENCES``); else
+        None."""
+        if any(z != Z_OF[s.lower()] for s, z in zip(self.symbols, self.charges, strict=True)):
             return None
+        if self.ecp:
+            key = (self.symbols[0], self.ecp[0]) if self.n_atoms == 1 else None
+            spin, energy = ECP_REFERENCES.get(key, (None, None))
+            return energy if (self.charge, self.spin) == (0, spin) else None
         bonds = np.sort(self._distances()[np.triu_indices(self.n_atoms, k=1)])
         for symbols, bond, charge, spin, energy in REFERENCES.values():
             want = [] if bond is None else [bond]

@@ -16,7 +16,7 @@ from psijax import config as config_lib
 from psijax import parallel, registry, system
 from psijax.hamiltonian.ewald import PeriodicCoulomb
 from psijax.rundir import checkpoint, train_files
-from psijax.system import ecp, scf, sizing
+from psijax.system import ecp, presets, scf, sizing
 from psijax.training import warm
 from psijax.training.state import abstract_train_state
 
@@ -105,7 +105,8 @@ def _molecule_lines(molecule, config: config_lib.Config, eigenstates):
         *_ecp_lines(molecule),
         *eigenstates.describe(molecule, config, hf),
         f"exact energy   {f'{exact:.6f} Ha' if exact is not None else 'unknown'}"
-        + eigenstates.exact_words * (exact is not None),
+        + eigenstates.exact_words * (exact is not None)
+        + f" ({presets.ECP_SOURCE})" * (exact is not None and bool(molecule.ecp)),
     ], _hartree_fock_lines(molecule, config, hf)
 
 
