@@ -115,6 +115,7 @@ def test_an_ecp_atom_has_the_exact_energy_of_its_ecp_in_its_ground_state():
     cl = lambda **kw: system.resolve("Cl 1 2 3", **kw).exact_energy
     assert cl(spin=1, ecp="ccecp") == -14.9267  # anywhere in space
     assert cl(spin=3, ecp="ccecp") is None and cl(spin=1) is None
+    assert cl(spin=1, ecp="lanl2dz") is None  # another table
     assert system.resolve("Cl 0 0 0", charge=-1, spin=0, ecp="ccecp").exact_energy is None
     assert system.resolve("C 0 0 0", spin=2, ecp="ccecp").exact_energy == -5.4175
     assert system.resolve("Al 0 0 0", spin=1, ecp="ccecp").exact_energy == -1.937523
