@@ -5,13 +5,13 @@ Cycle 0 trains as a single run would (the defaults sized from the molecule; from
 run's wavefunction with ``init_from``, as briefly as a later cycle). Every later cycle
 starts from the wavefunction of the cycle before with the nuclei moved
 (``psijax.training.warm``) and trains ``cycle_steps`` (a fifth of a single run's steps by
-default) times the share of the trust radius its nuclei moved, at least
-``MIN_CYCLE_STEPS``: the nuclei move little from one cycle to the next, and less as the
-relaxation converges. Each cycle then evaluates the forces (the zero-variance
-Hellmann-Feynman estimator plus the Pulay term: ``psijax.estimators.forces``) with frozen
-parameters, projected on the internal space (``psijax.curves.geometry``), until they are
-measured well enough (``enough``): to ``force_tolerance`` near the minimum, to a fifth of
-their size far from it. The relaxation stops when every internal force component is
+default) times the share of the trust radius its nuclei moved, at least ``MIN_CYCLE_STEPS``:
+the nuclei move little from one cycle to the next, and less as the relaxation converges.
+Each cycle then evaluates the forces (the zero-variance Hellmann-Feynman estimator plus the
+Pulay term, on an ECP nucleus combined with the space warp: ``psijax.estimators.forces``)
+with frozen parameters, projected on the internal space (``psijax.curves.geometry``), until
+they are measured well enough (``enough``): to ``force_tolerance`` near the minimum, to a
+fifth of their size far from it. The relaxation stops when every internal force component is
 within two error bars of zero with error bars at most ``force_tolerance``, or after
 ``max_cycles``; otherwise the nuclei take the noise-aware BFGS step of
 ``psijax.curves.geometry``.
@@ -40,6 +40,7 @@ from psijax.curves import geometry, points, structure
 from psijax.curves.claim import claim, write_rows
 from psijax.curves.points import ANGSTROM
 from psijax.errors import InputError
+from psijax.estimators.forces import control_variate
 from psijax.rundir.eval_files import read_rows
 from psijax.rundir.train_files import atomic_write
 from psijax.statistics import Estimate
@@ -245,9 +246,16 @@ def enough(coords, rows: list[dict], tolerance: float) -> str | None:
 
 
 def _series(rows: list[dict], n_atoms: int) -> np.ndarray:
-    """``[steps, atoms, 3]``: each step's mean force on every nucleus."""
-    return np.array([[[r[f"force_{a}_{c}"] for c in "xyz"] for a in range(n_atoms)]
-                     for r in rows])  # fmt: skip
+    """``[steps, atoms, 3]``: each step's mean force on every nucleus; on a nucleus with
+    an ECP, the least-variance combination with its space-warp estimate."""
+    series = np.array([[[r[f"force_{a}_{c}"] for c in "xyz"] for a in range(n_atoms)]
+                       for r in rows], np.float64)  # fmt: skip
+    for a in range(n_atoms):
+        for k, c in enumerate("xyz"):
+            if rows and f"force_warp_{a}_{c}" in rows[0]:
+                warp = np.array([r[f"force_warp_{a}_{c}"] for r in rows], np.float64)
+                series[:, a, k] = control_variate(series[:, a, k], warp)[0]
+    return series
 
 
 def _cycle(k: int, molecule, forces, run: Path, eval_steps: int, seconds: float) -> Cycle:

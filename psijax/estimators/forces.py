@@ -12,7 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from psijax.estimators import space_warp
 from psijax.hamiltonian import Walker, ecp
+from psijax.statistics import blocking_estimate
 from psijax.system import Molecule
 from psijax.types import Array, Params, Psi
 
@@ -41,6 +43,12 @@ class Forces:
     supplies the nuclear dependence; without it only ``force_hf_*`` is given. The
     covariance is taken over each step's walkers (times n / (n - 1)) and averaged over
     steps like every other column.
+
+    Space warp (``force_warp_*``, atoms with an ECP, with ``apply_at``): a second estimator
+    of the same total force (``psijax.estimators.space_warp``), strongly correlated with
+    the first; ``control_variate`` combines the two series of step values into the one of
+    least variance, which ``derived`` reports as ``force_*_combined`` and a relaxation
+    steps on.
     """
 
     molecule: Molecule
@@ -52,13 +60,27 @@ class Forces:
     # with psi held fixed (the nonlocal quadrature's rotations from the walker's key).
     ecp_terms: tuple = ()
 
-    def _names(self, prefix: str) -> tuple[str, ...]:
-        return tuple(f"{prefix}_{a}_{c}" for a in range(self.molecule.n_atoms) for c in "xyz")
+    def _names(self, prefix: str, atoms=None) -> tuple[str, ...]:
+        atoms = range(self.molecule.n_atoms) if atoms is None else atoms
+        return tuple(f"{prefix}_{a}_{c}" for a in atoms for c in "xyz")
+
+    @property
+    def warp_atoms(self) -> tuple[int, ...]:
+        """The nuclei with a space-warp estimator: those with an ECP, given ``apply_at``."""
+        if self.apply_at is None or not self.ecp_terms:
+            return ()
+        return tuple(a for a, e in enumerate(self.molecule.ecp) if e is not None)
+
+    @property
+    def needs_rows(self) -> bool:  # ``derived`` combines the step series of two estimators
+        return bool(self.warp_atoms)
 
     @property
     def columns(self) -> tuple[str, ...]:
         hf = self._names("force_hf")
-        return hf if self.apply_at is None else (*self._names("force"), *hf)
+        if self.apply_at is None:
+            return hf
+        return (*self._names("force"), *hf, *self._names("force_warp", self.warp_atoms))
 
     def local(self, w: Walker, parts: dict[str, Array]) -> dict[str, Array]:
         nuclei = jnp.asarray(self.molecule.nuclear_positions, w.r.dtype)
@@ -79,7 +101,20 @@ class Forces:
             e_local = parts["energy"]  # the Hamiltonian's, every term included
             out |= dict(zip(self._names("_dlog"), d_log, strict=True))
             out |= dict(zip(self._names("_e_dlog"), e_local * d_log, strict=True))
+            if self.warp_atoms:
+                out |= self._warp_local(w, e_local, d_log.reshape(-1, 3))
         return out
+
+    def _warp_local(self, w: Walker, e_local: Array, d_log: Array) -> dict[str, Array]:
+        atoms = self.warp_atoms
+        d_energy, d_log_warp = space_warp.warped(
+            w, self.apply_at, self.molecule, self.ecp_terms, atoms, d_log
+        )
+        names = lambda prefix: self._names(prefix, atoms)
+        return (dict(zip(names("_warp_de"), d_energy.reshape(-1), strict=True))
+                | dict(zip(names("_warp_dlog"), d_log_warp.reshape(-1), strict=True))
+                | dict(zip(names("_warp_e_dlog"), (e_local * d_log_warp).reshape(-1),
+                           strict=True)))  # fmt: skip
 
     def _ecp_gradient(self, w: Walker, ecp_atoms: Array) -> Array:
         """[ECP atom, 3]: d/dR_A of atom A's whole potential on the electrons, psi fixed:
@@ -111,6 +146,13 @@ class Forces:
         for force, hf, d_log, e_d_log in names:
             cov = (means[e_d_log] - means["energy"] * means[d_log]) * n / jnp.maximum(n - 1, 1)
             out[force] = means[hf] - 2.0 * cov
+        atoms = self.warp_atoms
+        names = zip(self._names("force_warp", atoms), self._names("_warp_de", atoms),
+                    self._names("_warp_dlog", atoms), self._names("_warp_e_dlog", atoms),
+                    strict=True)  # fmt: skip
+        for force, d_energy, d_log, e_d_log in names:
+            cov = (means[e_d_log] - means["energy"] * means[d_log]) * n / jnp.maximum(n - 1, 1)
+            out[force] = -means[d_energy] - 2.0 * cov
         return out
 
     def nuclear_forces(self) -> np.ndarray:
@@ -121,11 +163,42 @@ class Forces:
         np.fill_diagonal(dist, np.inf)
         return z[:, None] * np.einsum("b,abx->ax", z, diff / dist[..., None] ** 3)
 
-    def derived(self, means: dict[str, Any]) -> dict[str, Any]:
+    def derived(self, means: dict[str, Any], rows: list[dict] | None = None) -> dict[str, Any]:
         if self.apply_at is None:
             return {"forces_note": "Hellmann-Feynman part only (no Pulay term: the "
                     "wavefunction's dependence on the nuclei was not given)"}  # fmt: skip
-        return {}
+        out = {}
+        for a in self.warp_atoms if rows else ():
+            for c in "xyz":
+                pair = [[float(r.get(f"{k}_{a}_{c}", np.nan)) for r in rows]
+                        for k in ("force", "force_warp")]  # fmt: skip
+                series, weight = control_variate(*pair)
+                series = series[np.isfinite(series)]
+                if series.size >= 2:
+                    e = blocking_estimate(series)
+                    out[f"force_{a}_{c}_combined"] = {
+                        "mean": e.mean,
+                        "error": e.error,
+                        "unit": "Ha/bohr",
+                        "warp_weight": weight,
+                    }
+        return out
+
+
+def control_variate(direct: np.ndarray, warp: np.ndarray) -> tuple[np.ndarray, float]:
+    """Two step series of one force component, each unbiased -> (the combination
+    ``direct + b (warp - direct)`` of least variance, step by step, and b). ``b`` is fitted
+    over the steps where both are finite (cov(direct, direct - warp) / var(direct - warp));
+    its error adds a bias of order 1/steps times the series' error, far below the error
+    bar over hundreds of steps. With fewer than 8 such steps, the plain average (b = 1/2)."""
+    direct, warp = np.asarray(direct, np.float64), np.asarray(warp, np.float64)
+    difference = direct - warp
+    ok = np.isfinite(difference)
+    weight = 0.5
+    if np.sum(ok) >= 8 and np.var(difference[ok]) > 0:
+        d, x = direct[ok], difference[ok]
+        weight = float(np.mean((d - d.mean()) * (x - x.mean())) / np.var(x))
+    return direct - weight * difference, weight
 
 
 def from_config(molecule: Molecule, network=None) -> Forces | None:

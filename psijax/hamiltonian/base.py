@@ -66,6 +66,11 @@ class Walker:
         self.wf, self.params, self.r, self.key = wf, params, r, key
         self._laplacian = laplacian
 
+    def moved(self, log_abs: LogAbs, apply: WavefunctionApply, r: Array) -> Walker:
+        """A walker of another (real) psi, ``log_abs`` and ``apply``, at ``r``, with this
+        one's parameters, Laplacian operator and key (the forces' moved nuclei)."""
+        return Walker(PsiFunctions(log_abs, apply), self.params, r, self._laplacian, self.key)
+
     @functools.cached_property
     def psi(self) -> Psi:
         return self.wf.apply(self.params, self.r)

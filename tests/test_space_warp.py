@@ -1,0 +1,134 @@
+"""The space-warp estimator of forces on ECP nuclei, and its combination with the direct one."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import psijax
+from psijax import hamiltonian, laplacian, registry, system
+from psijax.config import Config
+from psijax.estimators import forces as forces_lib
+from psijax.estimators import observables, space_warp
+from psijax.types import Psi
+
+
+def slater_1s(rng, n: int, zeta: float, center) -> np.ndarray:
+    """n points from |exp(-zeta |r - center|)|^2: radius ~ Gamma(3, 1 / (2 zeta))."""
+    radius = rng.gamma(3.0, 1.0 / (2.0 * zeta), n)
+    direction = rng.normal(size=(n, 3))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    return np.asarray(center) + radius[:, None] * direction
+
+
+def per_walker(molecule, psi, observed, walkers, params=None):
+    ham = hamiltonian.Hamiltonian(
+        hamiltonian.for_config(molecule, Config(ecp="ccecp")).terms, laplacian.Forward()
+    )
+    local = observables.local_values(ham, psi, observed)
+    keys = jax.random.split(jax.random.PRNGKey(5), len(walkers))
+    values = jax.jit(jax.vmap(lambda r, k: local(params, r, k)))(jnp.asarray(walkers), keys)
+    return {k: np.asarray(v, np.float64) for k, v in values.items()}
+
+
+def test_weights_sum_to_one_and_follow_the_nearest_nucleus():
+    nuclei = jnp.asarray([[0.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+    r = jnp.asarray([[0.0, 0.0, 0.0], [0.0, 0.0, 0.1], [0.0, 0.0, 1.0], [0.3, 0.0, 1.9]])
+    w = np.asarray(space_warp.weights(r, nuclei))
+    np.testing.assert_allclose(w.sum(1), 1.0, rtol=1e-6)
+    assert w[0, 0] == pytest.approx(1.0) and w[1, 0] > 0.999 and w[3, 1] > 0.99
+    assert w[2, 0] == pytest.approx(0.5)  # the midpoint: shared equally
+
+
+def test_the_warp_estimator_of_a_lone_ecp_atom_is_zero_walker_by_walker():
+    """A single atom: the warp moves every electron with the nucleus, a translation, which
+    changes neither E_L (kinetic, Coulomb, both ECP terms with their rotated quadrature)
+    nor log|psi| of a network of electron-nucleus differences: D E_L = 0 and the warped
+    log-derivative is 0 for every walker, while the direct Hellmann-Feynman part is not."""
+    with jax.enable_x64(True):
+        carbon = system.resolve("C 0.1 -0.2 0.3", spin=2, ecp="ccecp")
+        config = Config(system="C", ecp="ccecp", spin=2, layers=((8, 4),), determinants=2)
+        net = registry.ansatz(carbon, config)
+        params = net.init(jax.random.PRNGKey(0), jnp.float64)
+        observed = (forces_lib.from_config(carbon, net),)
+        assert observed[0].warp_atoms == (0,)
+        rng = np.random.default_rng(3)
+        walkers = np.asarray(carbon.nuclear_positions[0]) + rng.normal(size=(16, 4, 3))
+        values = per_walker(carbon, net, observed, walkers, params)
+        for c in "xyz":
+            assert np.max(np.abs(values[f"_warp_de_0_{c}"])) < 1e-8
+            assert np.max(np.abs(values[f"_warp_dlog_0_{c}"])) < 1e-8
+            assert np.std(values[f"force_hf_0_{c}"]) > 0.1
+
+
+def test_warp_and_direct_estimators_agree_on_a_molecule_with_an_ecp_atom():
+    """LiH with ccECP on Li (two electrons), psi = 1s(r1 - R_Li - d) 1s(r2 - R_H) moving
+    with the nuclei, sampled exactly (float64): the space-warp and the direct total force
+    estimate the same derivative, walker pairs agreeing in the mean within four error bars
+    of their difference, on a force that is far from zero; the least-variance combination
+    keeps the mean."""
+    with jax.enable_x64(True):
+        _check_agreement()
+
+
+def _check_agreement():
+    n, bond = 6000, 1.8
+    zetas, d = jnp.asarray([0.6, 1.0]), jnp.asarray([[0.2, -0.1, 0.4], [0.0, 0.0, 0.0]])
+    lih = system.resolve(f"Li 0 0 0; H 0 0 {bond}", ecp="Li:ccecp")
+
+    def apply_at(params, r, nuclei):
+        log_abs = -jnp.sum(zetas * jnp.linalg.norm(r - nuclei - d, axis=-1))
+        return Psi(jnp.ones((), r.dtype), log_abs)
+
+    nuclei = jnp.asarray(lih.nuclear_positions)
+    apply = lambda p, r: apply_at(p, r, nuclei)
+    psi = hamiltonian.PsiFunctions(lambda p, r: apply(p, r).log_abs, apply)
+    observed = (forces_lib.Forces(lih, apply_at, ecp_terms=forces_lib.ecp_terms(lih)),)
+    assert observed[0].warp_atoms == (0,)
+    centers = np.asarray(nuclei + d)
+    rng = np.random.default_rng(11)
+    walkers = np.stack([slater_1s(rng, n, 0.6, centers[0]), slater_1s(rng, n, 1.0, centers[1])], 1)
+    v = per_walker(lih, psi, observed, walkers)
+    e = v["energy"] - v["energy"].mean()
+    for c in "xyz":
+        dlog, wlog = v[f"_dlog_0_{c}"], v[f"_warp_dlog_0_{c}"]
+        direct = v[f"force_hf_0_{c}"] - 2 * e * (dlog - dlog.mean())
+        warp = -v[f"_warp_de_0_{c}"] - 2 * e * (wlog - wlog.mean())
+        gap = direct - warp
+        error = gap.std(ddof=1) / np.sqrt(n)
+        assert abs(gap.mean()) < 4 * error
+        if c == "z":
+            assert abs(direct.mean()) > 10 * direct.std(ddof=1) / np.sqrt(n)
+        combined, _ = forces_lib.control_variate(direct, warp)
+        assert combined.std() <= min(direct.std(), warp.std()) * (1 + 1e-9)
+        assert abs(combined.mean() - direct.mean()) < 4 * error
+
+
+def test_control_variate_weights_the_quieter_estimator_and_keeps_nan_steps():
+    noise = np.random.default_rng(2).normal(size=(3, 4000))
+    direct = 1.0 + 3.0 * noise[0] + 0.5 * noise[1]
+    warp = 1.0 + 3.0 * noise[0] + 2.0 * noise[2]  # the shared noise cancels in the mix
+    combined, weight = forces_lib.control_variate(direct, warp)
+    assert weight == pytest.approx(0.25 / (0.25 + 4.0), abs=0.03)
+    assert combined.std() < direct.std() and combined.std() < warp.std()
+    assert combined.mean() == pytest.approx(1.0, abs=4 * combined.std() / np.sqrt(4000))
+    direct[5] = np.nan
+    combined, _ = forces_lib.control_variate(direct, warp)
+    assert len(combined) == 4000 and np.isnan(combined[5]) and np.isfinite(combined[6])
+    few, weight = forces_lib.control_variate(np.arange(4.0), np.zeros(4))
+    assert weight == 0.5 and np.allclose(few, np.arange(4.0) / 2)
+
+
+def test_an_ecp_evaluation_reports_the_combined_force(tmp_path):
+    """C-H with ccECP on C: the evaluation writes the warp columns of the ECP atom
+    only, and its summary derives their combination with the direct force."""
+    out = tmp_path / "ch"
+    settings = dict(system="C 0 0 0; H 0 0 2.1", spin=3, ecp="C:ccecp", steps=2, walkers=8,
+                    layers=((8, 4),), determinants=1, mcmc_moves=1, pretrain_steps=1,
+                    burn_in_steps=1)  # fmt: skip
+    psijax.train(**settings, out=str(out), progress=False)
+    evaluation = psijax.evaluate(str(out), steps=10, burn_in=0, observables="forces",
+                                 progress=False)  # fmt: skip
+    assert "force_warp_0_z" in evaluation.estimates and "force_warp_1_z" not in evaluation.estimates
+    combined = evaluation.summary["derived"]["force_0_z_combined"]
+    assert np.isfinite(combined["mean"]) and np.isfinite(combined["warp_weight"])
