@@ -59,6 +59,7 @@ class Forces:
     # with their nuclei: their Hellmann-Feynman part is -d/dR_A of the terms' local value
     # with psi held fixed (the nonlocal quadrature's rotations from the walker's key).
     ecp_terms: tuple = ()
+    warp: bool = True  # the space-warp estimator on ECP nuclei (``warp_atoms``)
 
     def _names(self, prefix: str, atoms=None) -> tuple[str, ...]:
         atoms = range(self.molecule.n_atoms) if atoms is None else atoms
@@ -67,7 +68,7 @@ class Forces:
     @property
     def warp_atoms(self) -> tuple[int, ...]:
         """The nuclei with a space-warp estimator: those with an ECP, given ``apply_at``."""
-        if self.apply_at is None or not self.ecp_terms:
+        if not self.warp or self.apply_at is None or not self.ecp_terms:
             return ()
         return tuple(a for a, e in enumerate(self.molecule.ecp) if e is not None)
 

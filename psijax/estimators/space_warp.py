@@ -3,7 +3,7 @@
 An ECP atom's Hellmann-Feynman force (``Forces._ecp_gradient``) differentiates its local
 and nonlocal potentials with the electrons held still: both are deep inside the core and
 largely cancel in the energy, not in the derivative, so the estimate fluctuates by tens of
-Ha/bohr from walker to walker (H2O with ccECP on O: 33-62 Ha/bohr against 1.3-3 for the
+Ha/bohr from walker to walker (H2O with ccECP on O: 33-41 Ha/bohr against 0.8-1.6 for the
 hydrogens' zero-variance estimator). The space warp (Filippi and Umrigar, Phys. Rev. B 61,
 R16291 (2000)) moves each electron with the nucleus it is close to: under
 R_A -> R_A + e, r_i -> r_i + w_A(r_i) e with w_A(r) = |r - R_A|^-4 / sum_B |r - R_B|^-4,
@@ -18,11 +18,11 @@ its nuclei). D_A E_L needs the gradient of the whole local energy (kinetic, Coul
 ECP terms) with respect to the electrons and the nuclei: one reverse pass through the
 Laplacian, about as much again as the evaluation step.
 
-Neither estimator is the better one alone: for H2O the warp's variance is 2-4x lower than
-the Hellmann-Feynman one's, and they are strongly correlated, so their best combination
-(``forces.control_variate``, the weight fitted over the evaluation's steps) is 15-50x lower.
-For an all-electron nucleus the zero-variance estimator is better than the warp and is
-kept alone.
+Neither estimator is the better one alone: on H2O's oxygen the warp's variance is 3-4x
+lower than the direct one's, and they are strongly correlated, so their best combination
+(``forces.control_variate``, the weight fitted over the evaluation's steps) is 11-20x lower
+(docs/benchmarks.md, "Forces on ECP nuclei"). For an all-electron nucleus the zero-variance
+estimator is better than the warp and is kept alone.
 """
 
 from __future__ import annotations

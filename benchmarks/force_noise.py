@@ -1,0 +1,114 @@
+"""Where a trained run's force noise comes from, and what the space warp costs, in one go.
+
+    python benchmarks/force_noise.py RUN [--batches 12] [--sweeps 10]
+
+Samples RUN's wavefunction (``psijax.load``: its saved walkers, ``--sweeps`` sampler steps
+between batches) and evaluates the forces' per-walker values on every batch twice, with and
+without the space-warp estimator on the ECP nuclei (``Forces.warp``), alternating, on the same
+walkers and keys. Prints per nucleus and component the per-walker spread (standard deviation
+and the 99th percentile of the absolute deviation from the median, Ha/bohr) of the
+Hellmann-Feynman part, the Pulay part, the direct total (``force_*``), the space-warp total
+and their least-variance combination (``forces.control_variate``); then the spread of the
+internal components (rigid translations and rotations projected out orthogonally) with and
+without the combination, and the median seconds of a batch with and without the warp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import psijax
+from psijax import hamiltonian
+from psijax.curves import geometry
+from psijax.estimators import forces as forces_lib
+from psijax.estimators import observables
+from psijax.parallel import map_walkers
+
+sys.path.insert(0, str(Path(__file__).parent))
+from vmc_step import _cpu_name
+
+
+def _spread(x: np.ndarray) -> str:
+    tail = np.percentile(np.abs(x - np.median(x)), 99)
+    return f"{x.std():8.2f} {tail:8.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run")
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--sweeps", type=int, default=10)
+    args = parser.parse_args()
+    wf = psijax.load(args.run)
+    molecule = wf.molecule
+    energy = hamiltonian.for_config(molecule, wf.config)
+    with_warp = forces_lib.from_config(molecule, wf.network)
+    without = dataclasses.replace(with_warp, warp=False)
+
+    def batch_fn(observed):
+        local = observables.local_values(energy, wf.network, (observed,))
+        one = lambda p, walker_key: local(p, *walker_key)
+        return jax.jit(lambda p, r, k: map_walkers(one, p, (r, k)))
+
+    fns = {"warp": batch_fn(with_warp), "direct": batch_fn(without)}
+    walkers, rows, seconds = wf.walkers, [], {k: [] for k in fns}
+    for b in range(args.batches):
+        walkers = wf.sample(args.sweeps, seed=1000 + b, walkers=walkers)
+        keys = jax.random.split(jax.random.PRNGKey(b), walkers.shape[0])
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            out = jax.block_until_ready(fn(wf.params, walkers, keys))
+            if b:  # the first batch compiles
+                seconds[name].append(time.perf_counter() - started)
+            if name == "warp":
+                rows.append({k: np.asarray(v, np.float64) for k, v in out.items()})
+    v = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    e = v["energy"] - v["energy"].mean()
+    print(f"# {args.run}: {molecule.n_electrons} electrons, {len(e)} walker samples; "
+          f"psijax {psijax.__version__}, jax {jax.__version__}, python "
+          f"{platform.python_version()}, {_cpu_name()}")  # fmt: skip
+    n_atoms = molecule.n_atoms
+    totals = {k: np.zeros((len(e), n_atoms, 3)) for k in ("direct", "combined")}
+    print("| nucleus | HF part | Pulay part | direct total | warp total | combined | weight |")
+    print("|---|---|---|---|---|---|---|")
+    for a, symbol in enumerate(molecule.symbols):
+        for c in "xyz":
+            d = v[f"_dlog_{a}_{c}"]
+            pulay = -2 * e * (d - d.mean())
+            direct = v[f"force_hf_{a}_{c}"] + pulay
+            totals["direct"][:, a, "xyz".index(c)] = direct
+            totals["combined"][:, a, "xyz".index(c)] = direct
+            cells = [_spread(v[f"force_hf_{a}_{c}"]), _spread(pulay), _spread(direct)]
+            if f"_warp_de_{a}_{c}" in v:
+                w = v[f"_warp_dlog_{a}_{c}"]
+                warp = -v[f"_warp_de_{a}_{c}"] - 2 * e * (w - w.mean())
+                combined, weight = forces_lib.control_variate(direct, warp)
+                totals["combined"][:, a, "xyz".index(c)] = combined
+                cells += [_spread(warp), _spread(combined), f"{weight:.2f}"]
+            else:
+                cells += ["-", "-", "-"]
+            print(f"| {symbol}{a + 1} {c} | " + " | ".join(cells) + " |")
+    # the internal components (rigid motions projected out orthogonally), walker by walker
+    projector = geometry.projector(molecule.nuclear_positions)
+    spread = {k: np.std(t.reshape(len(e), -1) @ projector, axis=0) for k, t in totals.items()}
+    inside = spread["direct"] > 1e-9 * spread["direct"].max()
+    print(f"\nthe internal force components' per-walker spread: direct "
+          f"{spread['direct'][inside].min():.2f}-{spread['direct'][inside].max():.2f}, "
+          f"combined {spread['combined'][inside].min():.2f}-"
+          f"{spread['combined'][inside].max():.2f} Ha/bohr")  # fmt: skip
+    med = {k: float(np.median(s)) for k, s in seconds.items()}
+    print(f"\nseconds per batch of {walkers.shape[0]} walkers (median of {len(seconds['warp'])}):"
+          f" with the warp {med['warp']:.2f}, without {med['direct']:.2f}, "
+          f"ratio {med['warp'] / med['direct']:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
