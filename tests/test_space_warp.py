@@ -132,3 +132,23 @@ def test_an_ecp_evaluation_reports_the_combined_force(tmp_path):
     assert "force_warp_0_z" in evaluation.estimates and "force_warp_1_z" not in evaluation.estimates
     combined = evaluation.summary["derived"]["force_0_z_combined"]
     assert np.isfinite(combined["mean"]) and np.isfinite(combined["warp_weight"])
+
+
+def test_a_relaxation_steps_on_the_combined_force_of_an_ecp_nucleus():
+    """The relaxation's step series: an ECP nucleus' force (with ``force_warp_*`` columns)
+    is its least-variance combination, the others' are the direct force as written."""
+    from psijax.curves.relax import _series
+
+    noise = np.random.default_rng(4).normal(size=(3, 400))
+    rows = []
+    for k in range(400):
+        row = {f"force_{a}_{c}": 0.1 * noise[2, k] for a in (0, 1) for c in "xyz"}
+        for c in "xyz":
+            row[f"force_0_{c}"] = 2.0 + 5.0 * noise[0, k]
+            row[f"force_warp_0_{c}"] = 2.0 - 5.0 * noise[0, k] + 0.2 * noise[1, k]
+        rows.append(row)
+    series = _series(rows, 2)
+    assert series.shape == (400, 2, 3)
+    assert series[:, 0, 0].std() < 0.2  # against 5 for either alone
+    assert series[:, 0, 0].mean() == pytest.approx(2.0, abs=0.05)
+    np.testing.assert_array_equal(series[:, 1, 2], [r["force_1_z"] for r in rows])
