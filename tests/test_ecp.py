@@ -214,7 +214,8 @@ def test_hamiltonian_has_the_ecp_terms_only_with_an_ecp():
 
 def test_a_run_with_an_ecp_trains_evaluates_and_loads(tmp_path, capsys):
     """C with ccECP (4 valence electrons) through the public API: the header names the ECP,
-    metrics carry the ECP columns, evaluation has them and the forces, and
+    metrics carry the ECP columns, evaluation has them and the forces (the ECP nucleus' also
+    by the space warp, and their combination), and
     load(...).local_energy includes them."""
     out = tmp_path / "c"
     settings = {**TINY, "system": "C 0 0 0", "spin": 2, "ecp": "ccecp", "steps": 3}
@@ -224,6 +225,8 @@ def test_a_run_with_an_ecp_trains_evaluates_and_loads(tmp_path, capsys):
     evaluation = psijax.evaluate(str(out), steps=3, burn_in=1, progress=False)
     assert {"ecp_local", "ecp_nonlocal"} <= set(evaluation.estimates)
     assert np.isfinite(evaluation.estimates["force_0_z"].mean)
+    assert np.isfinite(evaluation.estimates["force_warp_0_z"].mean)  # the space warp's
+    assert np.isfinite(evaluation.summary["derived"]["force_0_z_combined"]["warp_weight"])
     assert evaluation.estimates["ecp_nonlocal"].mean != 0.0
     wf = psijax.load(str(out))
     parts = wf.local_values(wf.walkers[:3])

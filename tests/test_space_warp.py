@@ -5,7 +5,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import psijax
 from psijax import hamiltonian, laplacian, registry, system
 from psijax.config import Config
 from psijax.estimators import forces as forces_lib
@@ -117,21 +116,6 @@ def test_control_variate_weights_the_quieter_estimator_and_keeps_nan_steps():
     assert len(combined) == 4000 and np.isnan(combined[5]) and np.isfinite(combined[6])
     few, weight = forces_lib.control_variate(np.arange(4.0), np.zeros(4))
     assert weight == 0.5 and np.allclose(few, np.arange(4.0) / 2)
-
-
-def test_an_ecp_evaluation_reports_the_combined_force(tmp_path):
-    """C-H with ccECP on C: the evaluation writes the warp columns of the ECP atom
-    only, and its summary derives their combination with the direct force."""
-    out = tmp_path / "ch"
-    settings = dict(system="C 0 0 0; H 0 0 2.1", spin=3, ecp="C:ccecp", steps=2, walkers=8,
-                    layers=((8, 4),), determinants=1, mcmc_moves=1, pretrain_steps=1,
-                    burn_in_steps=1)  # fmt: skip
-    psijax.train(**settings, out=str(out), progress=False)
-    evaluation = psijax.evaluate(str(out), steps=10, burn_in=0, observables="forces",
-                                 progress=False)  # fmt: skip
-    assert "force_warp_0_z" in evaluation.estimates and "force_warp_1_z" not in evaluation.estimates
-    combined = evaluation.summary["derived"]["force_0_z_combined"]
-    assert np.isfinite(combined["mean"]) and np.isfinite(combined["warp_weight"])
 
 
 def test_a_relaxation_steps_on_the_combined_force_of_an_ecp_nucleus():
