@@ -136,3 +136,35 @@ def test_a_relaxation_steps_on_the_combined_force_of_an_ecp_nucleus():
     assert series[:, 0, 0].std() < 0.2  # against 5 for either alone
     assert series[:, 0, 0].mean() == pytest.approx(2.0, abs=0.05)
     np.testing.assert_array_equal(series[:, 1, 2], [r["force_1_z"] for r in rows])
+
+
+def test_the_warps_local_energy_is_the_hamiltonians_term_by_term():
+    """D E_L must differentiate the very local energy the Hamiltonian gives: for a molecule
+    with an ECP its terms are exactly kinetic, Coulomb and the two ECP terms, and
+    ``local_energy_at`` at the molecule's own nuclei equals their sum walker by walker
+    (float64; the nonlocal term with the walker's own key, as the warp draws it). A term
+    added to the molecular Hamiltonian fails here until the warp includes it."""
+    with jax.enable_x64(True):
+        lih = system.resolve("Li 0 0 0; H 0.3 0 2.9", ecp="Li:ccecp")
+        ham = hamiltonian.for_config(lih, Config(ecp="ccecp"))
+        assert set(ham.columns) == {"energy", "kinetic", "electron_nucleus",
+                                    "electron_electron", "nucleus_nucleus", "ecp_local",
+                                    "ecp_nonlocal"}  # fmt: skip
+        net = registry.ansatz(lih, Config(layers=((8, 4),), determinants=2))
+        params = net.init(jax.random.PRNGKey(1), jnp.float64)
+        apply_at = lambda p, r, nuclei: net.at(nuclei).apply(p, r)
+        nuclei = jnp.asarray(lih.nuclear_positions)
+        terms = forces_lib.ecp_terms(lih)
+
+        def both(r, key):
+            w = ham.walker(net, params, r, key)
+            parts = ham.parts(w)
+            nonlocal_here = terms[1](w, w.key)["ecp_nonlocal"]
+            expected = parts["energy"] - parts["ecp_nonlocal"] + nonlocal_here
+            return expected, space_warp.local_energy_at(w, apply_at, lih, terms, r, nuclei)
+
+        rng = np.random.default_rng(8)
+        r = jnp.asarray(nuclei[rng.integers(0, 2, (3, 2))] + rng.normal(size=(3, 2, 3)))
+        expected, got = jax.jit(jax.vmap(both))(r, jax.random.split(jax.random.PRNGKey(0), 3))
+        assert np.all(np.abs(np.asarray(expected)) > 0.1)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-10)

@@ -16,7 +16,9 @@ change of variables is exact, so
 for any weights, with psi's own dependence on the nuclei in d/dR_A (the network moves with
 its nuclei). D_A E_L needs the gradient of the whole local energy (kinetic, Coulomb, both
 ECP terms) with respect to the electrons and the nuclei: one reverse pass through the
-Laplacian, about as much again as the evaluation step.
+Laplacian (the forces' evaluation takes 1.28x as long for H2O, 1.38x for CO).
+``local_energy_at`` builds that local energy from the molecular Hamiltonian's terms, which
+a test holds equal to the Hamiltonian's own.
 
 Neither estimator is the better one alone: on H2O's oxygen the warp's variance is 3-4x
 lower than the direct one's, and they are strongly correlated, so their best combination
