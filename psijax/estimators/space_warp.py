@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from psijax.hamiltonian import Walker
+from psijax.hamiltonian import Walker, coulomb_parts
 from psijax.hamiltonian.kinetic import Kinetic
 from psijax.types import Array
 
@@ -55,16 +55,7 @@ def local_energy_at(walker: Walker, apply_at, molecule, ecp_terms, r: Array, nuc
     nuclei (the nonlocal quadrature's rotations from the walker's key)."""
     apply = lambda p, x: apply_at(p, x, nuclei)
     moved = walker.moved(lambda p, x: apply(p, x).log_abs, apply, r)
-    charges = jnp.asarray(molecule.nuclear_charges, r.dtype)
-    v_en = -jnp.sum(charges / jnp.linalg.norm(r[:, None] - nuclei[None], axis=-1))
-    n, atoms = r.shape[0], nuclei.shape[0]
-    total = Kinetic()(moved)["kinetic"] + v_en
-    if n > 1:
-        i, j = np.triu_indices(n, k=1)
-        total += jnp.sum(1.0 / jnp.linalg.norm(r[i] - r[j], axis=-1))
-    if atoms > 1:
-        a, b = np.triu_indices(atoms, k=1)
-        total += jnp.sum(charges[a] * charges[b] / jnp.linalg.norm(nuclei[a] - nuclei[b], axis=-1))
+    total = Kinetic()(moved)["kinetic"] + sum(coulomb_parts(molecule, r, nuclei))
     ecp_atoms = np.asarray([k for k, e in enumerate(molecule.ecp) if e is not None], int)
     for term in ecp_terms:
         term = dataclasses.replace(term, centers=nuclei[ecp_atoms])

@@ -26,11 +26,20 @@ class Coulomb:
         return dict(zip(self.components, (v_en, v_ee, v_nn), strict=True))
 
 
-def coulomb_parts(molecule: Molecule, r: Array) -> tuple[Array, Array, Array]:
+def coulomb_parts(
+    molecule: Molecule, r: Array, nuclei: Array | None = None
+) -> tuple[Array, Array, Array]:
     """(electron-nucleus, electron-electron, nucleus-nucleus) energies of one walker
-    ``r: [electron, 3]`` (bohr), in Hartree."""
-    nuclei = jnp.asarray(molecule.nuclear_positions, r.dtype)
+    ``r: [electron, 3]`` (bohr), in Hartree; with the nuclei at ``nuclei`` ``[atom, 3]``
+    (which may be traced: the forces' moved nuclei) instead of the molecule's."""
     charges = jnp.asarray(molecule.nuclear_charges, r.dtype)
+    if nuclei is None:
+        nuclei, v_nn = molecule.nuclear_positions, molecule.nuclear_repulsion
+    else:
+        a, b = np.triu_indices(len(charges), k=1)
+        distance = jnp.linalg.norm(nuclei[a] - nuclei[b], axis=-1)
+        v_nn = jnp.sum(charges[a] * charges[b] / distance)
+    nuclei = jnp.asarray(nuclei, r.dtype)
     r_en = jnp.linalg.norm(r[:, None, :] - nuclei[None], axis=-1)
     v_en = -jnp.sum(charges[None] / r_en)
     n = r.shape[0]
@@ -39,7 +48,7 @@ def coulomb_parts(molecule: Molecule, r: Array) -> tuple[Array, Array, Array]:
         v_ee = jnp.sum(1.0 / jnp.linalg.norm(r[i] - r[j], axis=-1))
     else:
         v_ee = jnp.zeros((), r.dtype)
-    return v_en, v_ee, jnp.asarray(molecule.nuclear_repulsion, r.dtype)
+    return v_en, v_ee, jnp.asarray(v_nn, r.dtype)
 
 
 @dataclasses.dataclass(frozen=True)
