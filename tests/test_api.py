@@ -80,12 +80,14 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert config_lib.Config().steps is None  # left to the molecule until a job sizes it
     steps = lambda **given: sizing.for_system(make_config(**given)).steps
     assert steps(system="H2") == steps(system="LiH") == steps(system="Li") == 1500
-    assert steps(system="B") == steps(system="C") == steps(system="N2") == 3000
+    assert steps(system="B") == steps(system="C") == 3000
     assert steps(system="Be") == 3000  # four electrons, but a nucleus of Z = 4
+    assert steps(system="N") == steps(system="N2") == steps(system="O") == 5000  # from Z = 7
+    assert steps(system="O 0 0 0", spin=2, ecp="ccecp") == 3000  # six valence electrons
     assert steps(system="He 0 0 0; He 0 0 5") == 1500  # four electrons, light nuclei
     assert steps(system="C 0 0 0", spin=2, ecp="ccecp") == 1500  # four valence electrons
     assert steps(system="B", steps=200) == 200  # given: kept
-    assert "3000" in sizing.describe_steps()
+    assert "3000" in sizing.describe_steps() and "5000 above Z = 6" in sizing.describe_steps()
     # K states: K - 1 times the ground state's (at least 1.5 times), in whole hundreds
     assert steps(system="H", states=5) == 6000 and steps(system="He", states=3) == 3000
     assert steps(system="LiH", states=2) == 2300 and steps(system="B", states=2) == 4500
