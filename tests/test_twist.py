@@ -140,14 +140,16 @@ def test_complex_gradient_is_the_energy_derivative():
     axis = (np.arange(GRID) + 0.5) / GRID * gas.length
     grid = jnp.asarray(np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 1, 3))
 
-    # op by op: jitted, this program returns NaN for blocks of grid points in some calls on
-    # XLA's CPU (docs/compatibility.md, "a jitted complex local energy returns NaN")
-    def energy(p):
+    # the grid is the program's argument: as a constant of the jitted program, XLA's CPU
+    # returns NaN for blocks of grid points in some calls (docs/compatibility.md, "a
+    # jitted complex local energy returns NaN")
+    def energy(p, grid):
         e, aux = jax.vmap(lambda r: local.with_aux(p, r))(grid)
         w = jnp.exp(2 * jax.vmap(lambda r: net.log_abs(p, r))(grid))
         return jnp.sum(w * e) / jnp.sum(w), (w / jnp.sum(w), e, aux[IMAGINARY])
 
-    (e_mean, (p, e, e_im)), exact = jax.value_and_grad(energy, has_aux=True)(params)
+    gradient = jax.jit(jax.value_and_grad(energy, has_aux=True))
+    (e_mean, (p, e, e_im)), exact = gradient(params, grid)
     # <Im E_L> = 0 under |psi|^2 (to the quadrature's error: 8, 10 and 14 points a side gave
     # 4e-5, 2e-6 and 3e-9 of the largest |Im E_L|, the gradient below 4e-3, 2e-4, 2.5e-6)
     assert abs(float(jnp.sum(p * e_im))) < 1e-7 * float(jnp.max(jnp.abs(e_im)))
