@@ -39,10 +39,20 @@ def test_hartree_fock_energies_and_occupations():
 
 
 def test_unconverged_hartree_fock_warns_in_the_log(caplog):
-    with caplog.at_level(logging.WARNING, logger="psijax.system.scf"):
-        hf = hartree_fock(preset("LiH"), max_cycle=2)
-    assert not hf.converged
-    assert "did not converge" in caplog.text
+    for _ in range(2):  # the second run is given the kept solution, and warned as well
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="psijax.system.scf"):
+            hf = hartree_fock(preset("LiH"), max_cycle=2)
+        assert not hf.converged
+        assert "did not converge" in caplog.text
+
+
+def test_a_process_solves_a_molecule_once_and_its_solution_is_read_only():
+    lih = hartree_fock(preset("LiH"))
+    assert hartree_fock(preset("LiH")) is lih  # an equal molecule: the kept solution
+    assert hartree_fock(preset("LiH"), "cc-pvdz") is not lih
+    with pytest.raises(ValueError, match="read-only"):
+        lih.coeff_up[0, 0] = 1.0
 
 
 @pytest.mark.parametrize("name", ["Li", "LiH"])

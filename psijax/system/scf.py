@@ -8,6 +8,7 @@ coefficients, so that pretraining can run as one compiled loop on the devices.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -77,7 +78,29 @@ class HartreeFock:
 
 
 def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 100) -> HartreeFock:
-    """Run pyscf UHF on `molecule` (quiet, minao guess); warns via logging if not converged."""
+    """Run pyscf UHF on `molecule` (quiet, minao guess); warns via logging if not converged.
+
+    A solution is a function of its arguments alone, and the process keeps the last few
+    (``SOLUTIONS_KEPT``): the runs of one molecule in one process (seeds in a loop, a
+    crystal's cell, whose periodic UHF takes seconds to minutes) solve it once."""
+    hf = _solved(molecule, basis, max_cycle)
+    if not hf.converged:
+        logger.warning(
+            "Hartree-Fock (UHF/%s) for %s did not converge in %d cycles; pretraining on the "
+            "last iterate (E = %.6f Ha)",
+            basis,
+            molecule.name or "".join(molecule.symbols),
+            max_cycle,
+            hf.energy,
+        )
+    return hf
+
+
+SOLUTIONS_KEPT = 4  # Hartree-Fock solutions a process keeps (``hartree_fock``)
+
+
+@functools.lru_cache(maxsize=SOLUTIONS_KEPT)
+def _solved(molecule: Molecule, basis: str, max_cycle: int) -> HartreeFock:
     from pyscf import scf
 
     mol = molecule.to_pyscf(basis)
@@ -86,15 +109,6 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
     mf.init_guess = "minao"
     mf.max_cycle = max_cycle
     energy = float(mf.kernel())
-    if not mf.converged:
-        logger.warning(
-            "Hartree-Fock (UHF/%s) for %s did not converge in %d cycles; pretraining on the "
-            "last iterate (E = %.6f Ha)",
-            basis,
-            molecule.name or "".join(molecule.symbols),
-            mf.max_cycle,
-            energy,
-        )
     # Each spin's orbitals, occupied and virtual apart, in a canonical gauge (see
     # ``canonical_orbitals``): pretraining fits the network's orbitals one by one, so an
     # arbitrary rotation of N2's pi pair would make every launch a different run.
@@ -113,6 +127,8 @@ def hartree_fock(molecule: Molecule, basis: str = "sto-6g", *, max_cycle: int = 
         Spectrum(e_occ, e_virt, c_virt)
         for (_, e_occ), (c_virt, e_virt) in zip(occupied, virtual, strict=True)
     )
+    for array in (up, down, *(a for s in spectrum for a in s)):
+        array.flags.writeable = False  # kept for later runs: read-only to every one of them
     return HartreeFock(mol, up, down, energy, bool(mf.converged), spectrum)
 
 
