@@ -66,3 +66,28 @@ def test_import_changes_nothing_and_configure_is_undone():
     assert all(configured["blas"][p] == 1 for p in changed_blas)
     assert configured["folx"] == before["folx"]  # folx's shims live only while psijax traces
     assert seen["undone"] == before
+
+
+def test_a_runs_plots_leave_the_users_matplotlib_as_it_was(tmp_path):
+    """A run's plots are drawn outside pyplot: the backend a user (a notebook, a GUI)
+    chose and the figures they have open are theirs after psijax wrote its PNGs (a
+    relaxation's and a scan's plots are drawn the same way, ``plots.new_figure``)."""
+    import matplotlib
+    import numpy as np
+
+    from psijax.rundir import plots
+
+    backend = matplotlib.get_backend()
+    matplotlib.use("svg")  # a backend no plot of psijax's would choose
+    try:
+        energies = np.linspace(-1.0, -1.17, 50)
+        plots.plot_energy(tmp_path / "e.png", energies, -1.174, "-1.17(1)", "H2")
+        plots.plot_states(tmp_path / "s.png", np.stack([energies, energies + 0.5], 1),
+                          ["-1.17(1)", "-0.67(1)"], "H2")  # fmt: skip
+        rows = [{"energy": str(e)} for e in energies]
+        plots.plot_evaluation(tmp_path / "v.png", rows, {"energy_text": "-1.17(1)"}, "H2")
+        assert matplotlib.get_backend() == "svg"
+        for name in ("e", "s", "v"):
+            assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        matplotlib.use(backend)

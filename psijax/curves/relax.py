@@ -320,13 +320,10 @@ def _frame(c: Cycle) -> str:
 
 def plot(path: Path, cycles: list[Cycle], tolerance: float) -> None:
     """The energy and the largest force against the cycle, with error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from psijax.rundir.plots import new_figure
 
     x = [c.index for c in cycles]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 5.6), sharex=True)
+    fig, (top, bottom) = new_figure((6.5, 5.6), 2, sharex=True)
     top.errorbar(x, [c.energy.mean for c in cycles], yerr=[c.energy.error for c in cycles],
                  marker="o", ms=4, capsize=3, lw=1)  # fmt: skip
     top.set_ylabel("energy (Ha)")
@@ -342,4 +339,3 @@ def plot(path: Path, cycles: list[Cycle], tolerance: float) -> None:
                   f"{sum(c.train_steps + c.eval_steps for c in cycles)} steps")  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -161,15 +161,12 @@ def _write_curve(out: Path, points: list[ScanPoint], label: str) -> None:
 
 def plot_curve(path: Path, points: list[ScanPoint], label: str) -> None:
     """The energy against the coordinate, with error bars, and the fitted curve."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from psijax.rundir.plots import new_figure
 
     x = np.array([p.coordinate for p in points])
     y = np.array([p.energy.mean for p in points])
     err = np.array([p.energy.error for p in points])
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = new_figure((6.5, 4.2))
     ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, lw=1, label="psijax")
     fit = fitted_curve(points, bond=is_bond(label))
     if fit is not None:
@@ -182,4 +179,3 @@ def plot_curve(path: Path, points: list[ScanPoint], label: str) -> None:
     ax.set_title(f"{len(points)} points, {sum(p.steps for p in points)} steps")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

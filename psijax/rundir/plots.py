@@ -9,15 +9,20 @@ import numpy as np
 from psijax.statistics.blocking import running_mean
 
 
+def new_figure(figsize: tuple[float, float], rows: int = 1, **subplots):
+    """A figure and its axes (``rows`` of them, stacked) outside pyplot: no backend is chosen
+    and no figure is registered, so a user's own plots (a notebook's, a GUI's) are left as
+    they are; ``fig.savefig`` renders with Agg."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, 1, **subplots)
+
+
 def plot_energy(path: Path, energies: np.ndarray, exact: float | None, est, title: str) -> None:
     """Energy against step, a trailing mean, and the exact reference where known."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = np.arange(len(energies))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = new_figure((7, 4.2))
     ax.plot(steps, energies, lw=0.6, alpha=0.5, label="mean local energy")
     window = max(1, len(energies) // 20)
     ax.plot(steps, running_mean(np.nan_to_num(energies, nan=np.nanmedian(energies)), window),
@@ -38,9 +43,7 @@ def _range(values: np.ndarray) -> tuple[float, float]:
 
 
 def _save(fig, ax, path: Path, title: str, lo: float, hi: float) -> None:
-    """Energy axes from ``lo`` to ``hi`` (padded), labels, legend; write and close."""
-    import matplotlib.pyplot as plt
-
+    """Energy axes from ``lo`` to ``hi`` (padded), labels, legend; write."""
     pad = 0.1 * (hi - lo) + 1e-4
     ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlabel("step")
@@ -49,20 +52,14 @@ def _save(fig, ax, path: Path, title: str, lo: float, hi: float) -> None:
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_states(path: Path, per_step: np.ndarray, estimates, title: str) -> None:
     """Several states: each state's energy per step ``[steps, K]`` (eigenvalues of the step's
     energy matrix), its trailing mean and its final estimate."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = np.arange(len(per_step))
     window = max(1, len(per_step) // 20)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = new_figure((7, 4.2))
     for i in range(per_step.shape[1]):
         e = per_step[:, i]
         ax.plot(steps, e, lw=0.4, alpha=0.3, color=f"C{i}")
@@ -76,14 +73,9 @@ def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
     energies = np.asarray([float(r["energy"]) for r in rows])
     if energies.size == 0:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = np.arange(energies.size)
     finite = np.nan_to_num(energies, nan=float(np.nanmedian(energies)))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = new_figure((7, 4.2))
     ax.plot(steps, energies, lw=0.5, alpha=0.5, label="mean local energy per step")
     cumulative = np.cumsum(finite) / (steps + 1)
     ax.plot(steps, cumulative, lw=1.5, label="cumulative mean")
@@ -108,4 +100,3 @@ def plot_evaluation(path: Path, rows, summary: dict, title: str) -> None:
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
