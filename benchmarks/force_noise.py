@@ -8,9 +8,11 @@ without the space-warp estimator on the ECP nuclei (``Forces.warp``), alternatin
 walkers and keys. Prints per nucleus and component the per-walker spread (standard deviation
 and the 99th percentile of the absolute deviation from the median, Ha/bohr) of the
 Hellmann-Feynman part, the Pulay part, the direct total (``force_*``), the space-warp total
-and their least-variance combination (``forces.control_variate``); then the spread of the
-internal components (rigid translations and rotations projected out orthogonally) with and
-without the combination, and the median seconds of a batch with and without the warp.
+and their least-variance combination (``forces.control_variate``); where the Pulay parts'
+variance comes from (the local energy's largest outliers and their distance to the node,
+the walkers with an electron near an ECP nucleus); then the spread of the internal
+components (rigid translations and rotations projected out orthogonally) with and without
+the combination, and the median seconds of a batch with and without the warp.
 """
 
 from __future__ import annotations
@@ -59,9 +61,18 @@ def main() -> None:
         return jax.jit(lambda p, r, k: map_walkers(one, p, (r, k)))
 
     fns = {"warp": batch_fn(with_warp), "direct": batch_fn(without)}
+    # per walker: the distance of its nearest electron to an ECP nucleus, and its distance
+    # to the node to first order, 1 / |grad log|psi|| (over all electrons)
+    cores = np.asarray(molecule.nuclear_positions)[[e is not None for e in molecule.ecp]]
+    grad = jax.vmap(jax.grad(lambda r: wf.network.log_abs(wf.params, r)))
+    near_core, node = [], []
     walkers, rows, seconds = wf.walkers, [], {k: [] for k in fns}
     for b in range(args.batches):
         walkers = wf.sample(args.sweeps, seed=1000 + b, walkers=walkers)
+        r = np.asarray(walkers, np.float64)
+        node.append(1.0 / np.linalg.norm(np.asarray(grad(walkers)).reshape(len(r), -1), axis=1))
+        if len(cores):
+            near_core.append(np.linalg.norm(r[:, :, None] - cores, axis=-1).min(axis=(1, 2)))
         keys = jax.random.split(jax.random.PRNGKey(b), walkers.shape[0])
         for name, fn in fns.items():
             started = time.perf_counter()
@@ -96,6 +107,8 @@ def main() -> None:
             else:
                 cells += ["-", "-", "-"]
             print(f"| {symbol}{a + 1} {c} | " + " | ".join(cells) + " |")
+    near = np.concatenate(near_core) if near_core else None
+    _tails(v, e, np.concatenate(node), near, molecule.symbols)
     # the internal components (rigid motions projected out orthogonally), walker by walker
     projector = geometry.projector(molecule.nuclear_positions)
     spread = {k: np.std(t.reshape(len(e), -1) @ projector, axis=0) for k, t in totals.items()}
@@ -108,6 +121,42 @@ def main() -> None:
     print(f"\nseconds per batch of {walkers.shape[0]} walkers (median of {len(seconds['warp'])}):"
           f" with the warp {med['warp']:.2f}, without {med['direct']:.2f}, "
           f"ratio {med['warp'] / med['direct']:.2f}")  # fmt: skip
+
+
+def _tails(v: dict, e: np.ndarray, node: np.ndarray, near_core, symbols) -> None:
+    """Where the Pulay parts' variance comes from: the walkers with the largest local
+    energies, whether they sit near a node, and the walkers with an electron within
+    ``CORE_RADIUS`` of an ECP nucleus."""
+    top = np.argsort(-np.abs(e))[: max(1, len(e) // 200)]
+    print(f"\nthe 0.5% of walkers farthest from the mean local energy: {_share(e, top):.2f} of its"
+          f" variance; their distance to the node 1/|grad log|psi||"
+          f" {np.percentile(node[top], 10):.3f}-{np.percentile(node[top], 90):.3f} bohr"
+          f" (10th-90th percentile; all walkers' median {np.median(node):.3f})")  # fmt: skip
+    if near_core is None:
+        return
+    near = near_core < CORE_RADIUS
+    print(
+        f"walkers with an electron within {CORE_RADIUS} bohr of an ECP nucleus: "
+        f"{100 * near.mean():.1f}%, {_share(e, near):.2f} of the local energy's variance"
+    )
+    print("| nucleus | their share of the Pulay part's variance | spread | without them |")
+    print("|---|---|---|---|")
+    for name in sorted(k for k in v if k.startswith("_dlog_")):
+        d = v[name]
+        pulay = -2 * e * (d - d.mean())
+        a, c = name.split("_")[2:]
+        print(
+            f"| {a} {c} | {_share(pulay - pulay.mean(), near):.2f} | {pulay.std():.2f} | "
+            f"{pulay[~near].std():.2f} |"
+        )
+
+
+CORE_RADIUS = 0.3  # bohr
+
+
+def _share(x: np.ndarray, which) -> float:
+    """The share of sum(x^2) from the walkers ``which`` (indices or a mask)."""
+    return float(np.sum(x[which] ** 2) / np.sum(x**2))
 
 
 if __name__ == "__main__":
