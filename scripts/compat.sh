@@ -51,7 +51,8 @@ venv=".venv-$leg"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 if [ "$leg" = newest ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[test]"
+  "$venv/bin/python" -m pip install --quiet --no-compile --upgrade --upgrade-strategy eager \
+    -e ".[test]"
 else
   # Every ">=" floor of pyproject.toml pinned exactly (and jaxlib to jax's), so the floors
   # tested are the floors declared.
@@ -68,7 +69,7 @@ for dep in deps:
     if name == "jax":
         print(f"jaxlib=={floor}")
 EOF
-  "$venv/bin/python" -m pip install --quiet -c "$constraints" -e ".[test]"
+  "$venv/bin/python" -m pip install --quiet --no-compile -c "$constraints" -e ".[test]"
 fi
 installed=$(date +%s)
 count_cpu
