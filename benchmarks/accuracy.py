@@ -6,8 +6,9 @@ energy against the exact one and the time to chemical accuracy.
 
 Each (system, seed) runs ``psijax train --system X --seed S FLAGS --out DIR/NAME-X-S`` in
 a fresh process, one at a time (a run already finished in its directory is kept and only
-read), then one table row is printed per run: the energy of the trailing ``eval_fraction``
-of the steps by blocking and its distance from the preset's exact energy, the step count,
+read; one stopped with a checkpoint, by SIGTERM or a lost machine, is resumed), then one
+table row is printed per run: the energy of the trailing ``eval_fraction`` of the steps by
+blocking and its distance from the preset's exact energy, the step count,
 the median step, the wall time of the run (launch to the end), and the time from the
 launch from which the trailing 100-step mean energy stays within 1.6 mHa of exact ("for
 good"; "-" if it does not by the end). Rows go to DIR/results.jsonl too.
@@ -99,7 +100,10 @@ def main() -> None:
                 argv = [sys.executable, "-m", "psijax.cli", "train", "--system", system,
                         "--seed", str(seed), "--out", str(run), "--quiet",
                         *shlex.split(args.flags)]  # fmt: skip
-                if run.exists():
+                if any((run / "checkpoints").glob("*")):  # stopped: it goes on from there
+                    argv = [sys.executable, "-m", "psijax.cli", "train", "--resume", str(run),
+                            "--quiet"]  # fmt: skip
+                elif run.exists():  # a launch that saved nothing
                     argv.append("--force")
                 done = subprocess.run(argv, capture_output=True, text=True, check=False)
                 if done.returncode != 0:
