@@ -146,7 +146,8 @@ def _tails(v: dict, e: np.ndarray, node: np.ndarray, near_core, symbols) -> None
         pulay = -2 * e * (d - d.mean())
         a, c = name.split("_")[2:]
         print(
-            f"| {a} {c} | {_share(pulay - pulay.mean(), near):.2f} | {pulay.std():.2f} | "
+            f"| {symbols[int(a)]}{int(a) + 1} {c} | {_share(pulay - pulay.mean(), near):.2f} | "
+            f"{pulay.std():.2f} | "
             f"{pulay[~near].std():.2f} |"
         )
 
