@@ -10,6 +10,8 @@ projectors up to l = 0 (C), 1 (Cl) and 2 (Ga).
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -190,6 +192,16 @@ def test_molecule_with_ecp_counts_valence_electrons():
     assert system.resolve("H 0 0 0; Cl 0 0 2.4", ecp="H:ccecp Cl:ccecp").ecp == ("ccecp",) * 2
     with pytest.raises(InputError, match="mixes a table"):
         system.resolve("Cl 0 0 0", ecp="ccecp Cl:ccecp")
+
+
+def test_an_unknown_table_is_one_error_without_pyscfs_install_hint():
+    """pyscf warns "install basis-set-exchange" for a name it lacks; a typo in --ecp gets
+    only the one-line error."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(InputError, match="unknown ECP 'ccecq'"):
+            system.resolve("N 0 0 0", ecp="ccecq")
+    assert not caught, [str(w.message) for w in caught]
 
 
 def test_pyscf_mole_with_named_ecp_round_trips():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import warnings
 
 from psijax.errors import InputError
 from psijax.system.elements import symbol_of
@@ -51,7 +52,9 @@ def load(name: str, symbol: str) -> Ecp | None:
     from pyscf.gto import basis
 
     try:
-        data = basis.load_ecp(name, symbol)
+        with warnings.catch_warnings():  # its hint to install basis-set-exchange, for a typo
+            warnings.simplefilter("ignore", UserWarning)
+            data = basis.load_ecp(name, symbol)
     except Exception:  # pyscf raises several kinds for an unknown name
         data = None
     if data is None or (not data and not _known(name)):
