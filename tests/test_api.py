@@ -86,6 +86,9 @@ def test_steps_are_sized_by_the_electrons_that_move():
     assert steps(system="O 0 0 0", spin=2, ecp="ccecp") == 3000  # six valence electrons
     assert steps(system="He 0 0 0; He 0 0 5") == 1500  # four electrons, light nuclei
     assert steps(system="C 0 0 0", spin=2, ecp="ccecp") == 1500  # four valence electrons
+    # an all-electron nucleus beside an ECP one keeps its own rule
+    assert steps(system="N 0 0 0; Cl 0 0 3.8", ecp="Cl:ccecp") == 5000
+    assert steps(system="H 0 0 0; Al 0 0 3.1", ecp="ccecp") == 1500  # 4 valence electrons
     assert steps(system="B", steps=200) == 200  # given: kept
     assert "3000" in sizing.describe_steps() and "5000 above Z = 6" in sizing.describe_steps()
     # K states: K - 1 times the ground state's (at least 1.5 times), in whole hundreds

@@ -114,9 +114,9 @@ def steps_for(molecule: Molecule, states: int = 1) -> int:
     electrons and its heaviest all-electron nucleus, the larger; the ground state's times
     K - 1 (at least 1.5) for K states, in whole hundreds; twice as many in a crystal."""
     steps = next(n for count, n in STEPS_BY_ELECTRONS if molecule.n_electrons <= count)
-    if not molecule.ecp:
-        heaviest = max(molecule.charges, default=0.0)
-        steps = max(steps, next(n for charge, n in STEPS_BY_CHARGE if heaviest <= charge))
+    cores = zip(molecule.charges, molecule.core_electrons, strict=True)
+    heaviest = max((z for z, core in cores if not core), default=0.0)  # ECP nuclei: by valence
+    steps = max(steps, next(n for charge, n in STEPS_BY_CHARGE if heaviest <= charge))
     if molecule.lattice is not None and molecule.n_atoms:
         steps *= CRYSTAL_STEPS
     if states == 1:
