@@ -19,10 +19,10 @@ was +1.9 and +1.5 mHa above exact after 1500 steps and +1.1 and +1.2 after 3000,
 electrons a run takes 3000 (docs/accuracy.md). As with the walkers, a heavier nucleus asks
 for more: Be (four electrons, Z = 4) was +0.62 and +0.01 mHa above exact after 1500 steps
 and +0.24 and +0.34 after 3000, so an all-electron nucleus from Z = 4 takes 3000 too, while
-LiH (Z = 3) keeps 1500. N (Z = 7) was +1.70 and +2.87 mHa above exact after 3000 steps,
-still falling, and +1.42 after 5000 (seed 1), within 1.6 mHa for good only from step 4854,
-while C (Z = 6) was within 1.6 mHa on both seeds after 3000: an all-electron nucleus from
-Z = 7 takes 5000. K states take K - 1 times as many, at
+LiH (Z = 3) keeps 1500. N (Z = 7) was +1.70 and +2.87 mHa above exact after 3000 steps
+(two runs) and +1.70 and +1.42 after 5000 (seed 1 gaining 1.4 mHa from step 3000 on, within
+1.6 mHa for good only from step 4854; seed 0 level from step 2000 on), while C (Z = 6) was
+within 1.6 mHa on both seeds after 3000: an all-electron nucleus from Z = 7 takes 5000. K states take K - 1 times as many, at
 least 1.5 times: each further state adds about a ground state's worth of steps, the
 highest state converging last. LiH's two states were within 0.4 mHa after 1.5 times
 (2300 steps) and He's three within 0.25 mHa after twice (3000), but hydrogen's four
