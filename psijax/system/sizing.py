@@ -22,9 +22,10 @@ and +0.24 and +0.34 after 3000, so an all-electron nucleus from Z = 4 takes 3000
 LiH (Z = 3) keeps 1500. N (Z = 7) was +1.70 and +2.87 mHa above exact after 3000 steps
 (two runs) and +1.70 and +1.42 after 5000 (seed 1 gaining 1.4 mHa from step 3000 on, within
 1.6 mHa for good only from step 4854; seed 0 level from step 2000 on), while C (Z = 6) was
-within 1.6 mHa on both seeds after 3000: an all-electron nucleus from Z = 7 takes 5000. K states take K - 1 times as many, at
-least 1.5 times: each further state adds about a ground state's worth of steps, the
-highest state converging last. LiH's two states were within 0.4 mHa after 1.5 times
+within 1.6 mHa on both seeds after 3000: an all-electron nucleus from Z = 7 takes 5000.
+K states take K - 1 times as many, at least 1.5 times: each further state adds about a
+ground state's worth of steps, the highest state converging last. LiH's two states were
+within 0.4 mHa after 1.5 times
 (2300 steps) and He's three within 0.25 mHa after twice (3000), but hydrogen's four
 diffuse n = 2 states with K = 5 were +0.16 to +3.0 mHa above exact after 1500 steps,
 +0.03 to +0.75 after 3000, +0.01 to +0.33 after 4500 and +0.00 to +0.19 after 6000, four
