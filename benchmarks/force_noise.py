@@ -37,6 +37,8 @@ from psijax.parallel import map_walkers
 sys.path.insert(0, str(Path(__file__).parent))
 from vmc_step import _cpu_name
 
+CORE_RADIUS = 0.3  # bohr: walkers with an electron this near an ECP nucleus (_tails)
+
 
 def _spread(x: np.ndarray) -> str:
     tail = np.percentile(np.abs(x - np.median(x)), 99)
@@ -64,7 +66,7 @@ def main() -> None:
     # per walker: the distance of its nearest electron to an ECP nucleus, and its distance
     # to the node to first order, 1 / |grad log|psi|| (over all electrons)
     cores = np.asarray(molecule.nuclear_positions)[[e is not None for e in molecule.ecp]]
-    grad = jax.vmap(jax.grad(lambda r: wf.network.log_abs(wf.params, r)))
+    grad = jax.jit(jax.vmap(jax.grad(lambda r: wf.network.log_abs(wf.params, r))))
     near_core, node = [], []
     walkers, rows, seconds = wf.walkers, [], {k: [] for k in fns}
     for b in range(args.batches):
@@ -87,13 +89,17 @@ def main() -> None:
           f"psijax {psijax.__version__}, jax {jax.__version__}, python "
           f"{platform.python_version()}, {_cpu_name()}")  # fmt: skip
     n_atoms = molecule.n_atoms
+    # per walker and component: the Pulay part, -2 (E_L - E) (dlog|psi| - its mean)
+    pulay_parts = {
+        (a, c): -2 * e * (v[f"_dlog_{a}_{c}"] - v[f"_dlog_{a}_{c}"].mean())
+        for a in range(n_atoms) for c in "xyz"
+    }  # fmt: skip
     totals = {k: np.zeros((len(e), n_atoms, 3)) for k in ("direct", "combined")}
     print("| nucleus | HF part | Pulay part | direct total | warp total | combined | weight |")
     print("|---|---|---|---|---|---|---|")
     for a, symbol in enumerate(molecule.symbols):
         for c in "xyz":
-            d = v[f"_dlog_{a}_{c}"]
-            pulay = -2 * e * (d - d.mean())
+            pulay = pulay_parts[a, c]
             direct = v[f"force_hf_{a}_{c}"] + pulay
             totals["direct"][:, a, "xyz".index(c)] = direct
             totals["combined"][:, a, "xyz".index(c)] = direct
@@ -108,7 +114,7 @@ def main() -> None:
                 cells += ["-", "-", "-"]
             print(f"| {symbol}{a + 1} {c} | " + " | ".join(cells) + " |")
     near = np.concatenate(near_core) if near_core else None
-    _tails(v, e, np.concatenate(node), near, molecule.symbols)
+    _tails(pulay_parts, e, np.concatenate(node), near, molecule.symbols)
     # the internal components (rigid motions projected out orthogonally), walker by walker
     projector = geometry.projector(molecule.nuclear_positions)
     spread = {k: np.std(t.reshape(len(e), -1) @ projector, axis=0) for k, t in totals.items()}
@@ -123,7 +129,7 @@ def main() -> None:
           f"ratio {med['warp'] / med['direct']:.2f}")  # fmt: skip
 
 
-def _tails(v: dict, e: np.ndarray, node: np.ndarray, near_core, symbols) -> None:
+def _tails(pulay_parts: dict, e: np.ndarray, node: np.ndarray, near_core, symbols) -> None:
     """Where the Pulay parts' variance comes from: the walkers with the largest local
     energies, whether they sit near a node, and the walkers with an electron within
     ``CORE_RADIUS`` of an ECP nucleus."""
@@ -141,18 +147,12 @@ def _tails(v: dict, e: np.ndarray, node: np.ndarray, near_core, symbols) -> None
     )
     print("| nucleus | their share of the Pulay part's variance | spread | without them |")
     print("|---|---|---|---|")
-    for name in sorted(k for k in v if k.startswith("_dlog_")):
-        d = v[name]
-        pulay = -2 * e * (d - d.mean())
-        a, c = name.split("_")[2:]
+    for (a, c), pulay in pulay_parts.items():
         print(
-            f"| {symbols[int(a)]}{int(a) + 1} {c} | {_share(pulay - pulay.mean(), near):.2f} | "
+            f"| {symbols[a]}{a + 1} {c} | {_share(pulay - pulay.mean(), near):.2f} | "
             f"{pulay.std():.2f} | "
             f"{pulay[~near].std():.2f} |"
         )
-
-
-CORE_RADIUS = 0.3  # bohr
 
 
 def _share(x: np.ndarray, which) -> float:
