@@ -11,7 +11,7 @@ from test_spring import reference
 
 from psijax import optim
 from psijax.errors import UnsupportedError
-from psijax.optim.jacobian import Blocked
+from psijax.optim.jacobian import Blocked, Factored, Leaves
 
 
 def march_reference(jacobians, centered, *, lr, damping, momentum, max_norm, beta, eps):
@@ -61,3 +61,27 @@ def test_jacobian_blocks_are_refused_by_name():
     with pytest.raises(UnsupportedError, match=r"march .* --jacobian-blocks"):
         opt.update(params, opt.init(params), params, jacobian=blocked,
                    centered_energies=jnp.zeros(4))  # fmt: skip
+
+
+def test_leaves_and_factored_blocks_give_the_dense_update():
+    """The jacobian as ``Leaves`` (one plain block, one ``Factored``), scaled block by
+    block, gives the update of the same jacobian whole."""
+    rng = np.random.default_rng(2)
+    n, k, din, dout = 10, 3, 4, 5
+    params = {"a": jnp.zeros((7,)), "w": jnp.zeros((din, dout))}
+    opt = optim.march(learning_rate=0.1, momentum=0.9, beta=0.9)
+    states = [opt.init(params), opt.init(params)]
+    with jax.enable_x64(True):
+        for _ in range(2):  # the second step uses the first's variance and direction
+            plain = jnp.asarray(rng.normal(size=(n, 7)) + 2.0)
+            factored = Factored(jnp.asarray(rng.normal(size=(n, k, din))),
+                                jnp.asarray(rng.normal(size=(n, k, dout))))  # fmt: skip
+            e = rng.normal(size=n)
+            e = jnp.asarray(e - e.mean())
+            whole = jnp.concatenate([plain, factored.dense()], axis=1)
+            got = []
+            for i, jac in enumerate([Leaves((plain, factored)), whole]):
+                updates, states[i] = opt.update(params, states[i], params, jacobian=jac,
+                                                centered_energies=e)  # fmt: skip
+                got.append(jax.flatten_util.ravel_pytree(updates)[0])
+            np.testing.assert_allclose(got[0], got[1], rtol=1e-10, atol=1e-14)
