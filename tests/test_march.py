@@ -64,8 +64,8 @@ def test_jacobian_blocks_are_refused_by_name():
 
 
 def test_leaves_and_factored_blocks_give_the_dense_update():
-    """The jacobian as ``Leaves`` (one plain block, one ``Factored``), scaled block by
-    block, gives the update of the same jacobian whole."""
+    """The jacobian as training passes it, ``Leaves`` (one plain block, one
+    ``Factored``), gives the update of the same jacobian whole."""
     rng = np.random.default_rng(2)
     n, k, din, dout = 10, 3, 4, 5
     params = {"a": jnp.zeros((7,)), "w": jnp.zeros((din, dout))}
@@ -84,4 +84,5 @@ def test_leaves_and_factored_blocks_give_the_dense_update():
                 updates, states[i] = opt.update(params, states[i], params, jacobian=jac,
                                                 centered_energies=e)  # fmt: skip
                 got.append(jax.flatten_util.ravel_pytree(updates)[0])
-            np.testing.assert_allclose(got[0], got[1], rtol=1e-10, atol=1e-14)
+            np.testing.assert_allclose(got[0], got[1], rtol=1e-10,
+                                       atol=1e-12 * np.abs(got[1]).max())  # fmt: skip
