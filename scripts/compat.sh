@@ -84,6 +84,9 @@ print(f"compat: python {platform.python_version()}, "
       + ", ".join(f"{n} {version(n)}" for n in names))
 EOF
 
+# Bytecode written once, under the venv, for every worker and subprocess (scripts/test.sh)
+export PYTHONPYCACHEPREFIX="$PWD/$venv/pycache"
+unset PYTHONDONTWRITEBYTECODE
 set +e
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m compat "$@"
 status=$?
